@@ -1,0 +1,3 @@
+from strandline.cli.main import main
+
+main()

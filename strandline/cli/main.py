@@ -1,0 +1,25 @@
+"""The `strandline` command: one typer app, each command group in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from strandline.cli import broker, cluster, sim
+
+app = typer.Typer(
+    name="strandline",
+    help="Strandline: a Kafka-compatible replicated commit log.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.command("broker")(broker.run_broker)
+app.add_typer(cluster.app, name="cluster")
+app.add_typer(sim.app, name="sim")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

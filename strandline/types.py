@@ -1,0 +1,27 @@
+"""Small value types shared by every layer."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def dir_name(self) -> str:
+        """The partition's directory name inside a log dir, as Kafka names it."""
+        return f"{self.topic}-{self.partition}"
+
+
+# Kafka's sentinels.
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+NO_TIMESTAMP = -1
+CONSUMER_REPLICA_ID = -1
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
