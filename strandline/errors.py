@@ -61,3 +61,35 @@ class InvalidConfigError(KafkaError):
 
 class PolicyViolationError(KafkaError):
     code = ErrorCode.policy_violation
+
+
+class NotEnoughReplicasError(KafkaError):
+    code = ErrorCode.not_enough_replicas
+
+
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    code = ErrorCode.not_enough_replicas_after_append
+
+
+class TopicExistsError(KafkaError):
+    code = ErrorCode.topic_already_exists
+
+
+class InvalidTopicError(KafkaError):
+    code = ErrorCode.invalid_topic_exception
+
+
+class InvalidPartitionsError(KafkaError):
+    code = ErrorCode.invalid_partitions
+
+
+class InvalidReplicationFactorError(KafkaError):
+    code = ErrorCode.invalid_replication_factor
+
+
+class StaleControllerEpochError(KafkaError):
+    code = ErrorCode.stale_controller_epoch
+
+
+class InvalidRequestError(KafkaError):
+    code = ErrorCode.invalid_request

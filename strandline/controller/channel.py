@@ -1,0 +1,61 @@
+"""ControllerChannelManager: delivers controller requests to brokers.
+
+Requests to the controller's own broker are applied in-process; requests to other
+brokers go over the wire (LeaderAndIsr/UpdateMetadata/StopReplica, API keys 4-6)
+through `RemoteSender`, one ordered queue per broker as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from strandline.controller.requests import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+
+log = logging.getLogger(__name__)
+
+ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+
+
+class BrokerEndpoint(Protocol):
+    """What a broker exposes to the controller (locally: the broker itself)."""
+
+    async def apply_controller_request(self, request: ControllerRequest) -> None: ...
+
+
+class RemoteSender(Protocol):
+    async def send(self, broker_id: int, request: ControllerRequest) -> None: ...
+
+    async def remove_brokers(self, broker_ids: set[int]) -> None: ...
+
+
+class ControllerChannel:
+    def __init__(self, local_broker_id: int, local: BrokerEndpoint, remote: RemoteSender | None) -> None:
+        self.local_broker_id = local_broker_id
+        self.local = local
+        self.remote = remote
+
+    async def _send(self, broker_id: int, request: ControllerRequest) -> None:
+        if broker_id == self.local_broker_id:
+            await self.local.apply_controller_request(request)
+        elif self.remote is not None:
+            await self.remote.send(broker_id, request)
+        else:
+            log.error("no channel to broker %d for %s", broker_id, type(request).__name__)
+
+    async def send_leader_and_isr(self, broker_id: int, request: LeaderAndIsrRequest) -> None:
+        await self._send(broker_id, request)
+
+    async def send_update_metadata(self, broker_id: int, request: UpdateMetadataRequest) -> None:
+        await self._send(broker_id, request)
+
+    async def send_stop_replica(self, broker_id: int, request: StopReplicaRequest) -> None:
+        await self._send(broker_id, request)
+
+    async def remove_brokers(self, broker_ids: set[int]) -> None:
+        if self.remote is not None:
+            await self.remote.remove_brokers(broker_ids)

@@ -1,0 +1,78 @@
+"""ControllerContext: the controller's in-memory picture of the cluster (seed 001).
+
+Initialised from ZooKeeper when a broker becomes controller, then kept current by
+the controller's own decisions and by ZooKeeper watch events. Pure data: decisions
+over it live in `decisions.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from strandline.types import TopicPartition
+
+
+@dataclass(frozen=True)
+class LiveBroker:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    broker_epoch: int  # czxid of /brokers/ids/<id> (KIP-380)
+
+
+@dataclass(frozen=True)
+class LeaderIsr:
+    """The content of /brokers/topics/<t>/partitions/<p>/state plus its zkVersion."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = 0
+
+    def with_leader(self, leader: int, isr: tuple[int, ...], controller_epoch: int) -> LeaderIsr:
+        """A new leadership decision: every change of leader or ISR by the controller
+        bumps the leader epoch, so brokers can tell newer decisions from older ones."""
+        return LeaderIsr(leader, self.leader_epoch + 1, isr, controller_epoch, self.zk_version)
+
+
+NO_LEADER = -1
+
+
+@dataclass
+class ControllerContext:
+    broker_id: int
+    epoch: int = 0
+    epoch_zk_version: int = -1
+    live_brokers: dict[int, LiveBroker] = field(default_factory=dict)
+    assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    partition_states: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
+    topics_to_delete: set[str] = field(default_factory=set)
+    shutting_down_brokers: set[int] = field(default_factory=set)
+
+    @property
+    def live_broker_ids(self) -> set[int]:
+        return set(self.live_brokers) - self.shutting_down_brokers
+
+    def topics(self) -> set[str]:
+        return {tp.topic for tp in self.assignments}
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        return sorted(tp for tp in self.assignments if tp.topic == topic)
+
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return sorted(tp for tp, replicas in self.assignments.items() if broker_id in replicas)
+
+    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
+        return sorted(tp for tp, s in self.partition_states.items() if s.leader == broker_id)
+
+    def is_online(self, tp: TopicPartition) -> bool:
+        state = self.partition_states.get(tp)
+        return state is not None and state.leader in self.live_brokers
+
+    def remove_topic(self, topic: str) -> None:
+        for tp in self.partitions_of(topic):
+            self.assignments.pop(tp, None)
+            self.partition_states.pop(tp, None)
+        self.topics_to_delete.discard(topic)

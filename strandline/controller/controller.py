@@ -1,0 +1,446 @@
+"""The controller shell: election through ZooKeeper and one event queue (seed 001).
+
+Every broker runs one. The broker that creates the ephemeral /controller znode
+becomes controller, bumps /controller_epoch, loads a ControllerContext from
+ZooKeeper and from then on processes events one at a time, in order (Kafka's
+ControllerEventManager). Decisions are the pure functions of `decisions.py`; this
+module only reads and writes ZooKeeper and hands requests to the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from strandline.controller import decisions
+from strandline.controller.channel import ControllerChannel
+from strandline.controller.context import ControllerContext, LeaderIsr, LiveBroker
+from strandline.controller.decisions import Election
+from strandline.controller.requests import (
+    BrokerInfo,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from strandline.coordination import znodes
+from strandline.coordination.zk_client import ZkClient
+from strandline.server.state_change_log import StateChangeLog
+from strandline.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ControllerEvent:
+    """A named event; `Startup`, `ControllerChange`, `BrokerChange`, `TopicChange`,
+    `PartitionModifications`, `TopicDeletion`, `IsrChangeNotification`,
+    `PreferredReplicaElection`, `ControlledShutdown`."""
+
+    name: str
+    topic: str | None = None
+    broker_id: int | None = None
+
+
+class Controller:
+    def __init__(
+        self,
+        broker_id: int,
+        zk: ZkClient,
+        channel: ControllerChannel,
+        state_change_log: StateChangeLog,
+        unclean_leader_election: Callable[[str], bool],
+    ) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.channel = channel
+        self.state_change_log = state_change_log
+        self.unclean = unclean_leader_election
+        self.ctx: ControllerContext | None = None
+        self._events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._watched_topics: set[str] = set()
+        self.on_elected: Callable[[int], Awaitable[None]] | None = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.ctx is not None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.create_task(self._run(), name="controller-events")
+        self.zk.watch_data(
+            znodes.CONTROLLER_PATH, lambda _data, _stat: self.put(ControllerEvent("ControllerChange"))
+        )
+        self.put(ControllerEvent("Startup"))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        if self.is_active:
+            await asyncio.to_thread(self.zk.resign_controller, self.broker_id)
+        self.ctx = None
+
+    def put(self, event: ControllerEvent) -> None:
+        """Thread-safe: ZooKeeper watches fire on kazoo's thread."""
+        if self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._events.put_nowait, event)
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._events.get()
+            try:
+                await self._process(event)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller event %s failed", event)
+
+    async def _process(self, event: ControllerEvent) -> None:
+        if event.name in ("Startup", "ControllerChange"):
+            await self._maybe_elect()
+            return
+        if self.ctx is None:
+            return  # not the controller: only election events matter
+        handler = {
+            "BrokerChange": self._on_broker_change,
+            "TopicChange": self._on_topic_change,
+            "PartitionModifications": self._on_partition_modifications,
+            "TopicDeletion": self._on_topic_deletion,
+            "IsrChangeNotification": self._on_isr_change_notification,
+            "PreferredReplicaElection": self._on_preferred_replica_election,
+        }.get(event.name)
+        if handler is not None:
+            await handler(event)
+
+    # -- election and failover -------------------------------------------------
+
+    async def _maybe_elect(self) -> None:
+        current = await asyncio.to_thread(self.zk.get_controller)
+        if current == self.broker_id and self.ctx is not None:
+            return
+        if current is not None and current != self.broker_id:
+            if self.ctx is not None:
+                self._resign()
+            return
+        epoch = await asyncio.to_thread(self.zk.try_elect_controller, self.broker_id)
+        if epoch is None:
+            if self.ctx is not None:
+                self._resign()
+            return
+        await self._on_controller_failover(epoch)
+
+    def _resign(self) -> None:
+        self.state_change_log.record("controller-resigned", controller_epoch=self.ctx.epoch if self.ctx else -1)
+        self.ctx = None
+
+    async def _on_controller_failover(self, epoch: int) -> None:
+        """Seed 001's onControllerFailover: register watches, load the context from
+        ZooKeeper, finish half-done work, and tell every live broker the state."""
+        ctx = ControllerContext(broker_id=self.broker_id, epoch=epoch)
+        self.ctx = ctx
+        self.state_change_log.record("controller-elected", controller_epoch=epoch)
+        log.info("broker %d is now the controller (epoch %d)", self.broker_id, epoch)
+        await self._load_context(ctx)
+        self._watch_children(znodes.BROKER_IDS_PATH, "BrokerChange")
+        self._watch_children(znodes.BROKER_TOPICS_PATH, "TopicChange")
+        self._watch_children(znodes.DELETE_TOPICS_PATH, "TopicDeletion")
+        self._watch_children(znodes.ISR_CHANGE_NOTIFICATION_PATH, "IsrChangeNotification")
+        self.zk.watch_data(
+            znodes.PREFERRED_REPLICA_ELECTION_PATH,
+            lambda data, _stat: data is not None
+            and self.put(ControllerEvent("PreferredReplicaElection")),
+        )
+        # Partitions without a state (a topic created while no controller ran).
+        new = [tp for tp in ctx.assignments if tp not in ctx.partition_states]
+        await self._apply(decisions.elect_new_partitions(ctx, new), new_partitions=True)
+        await self._apply(decisions.elect_offline_partitions(ctx, self.unclean))
+        await self._send_update_metadata(sorted(ctx.live_brokers), sorted(ctx.assignments))
+        await self._send_leader_and_isr(sorted(ctx.partition_states))
+        if self.on_elected is not None:
+            await self.on_elected(epoch)
+        if ctx.topics_to_delete:
+            await self._on_topic_deletion(ControllerEvent("TopicDeletion"))
+
+    def _watch_children(self, path: str, event: str) -> None:
+        # A watch fires once at registration too; every handler diffs against the
+        # context, so the extra event is harmless. Events of a resigned controller
+        # are dropped by `_process`.
+        self.zk.watch_children(path, lambda _children: self.put(ControllerEvent(event)))
+
+    async def _load_context(self, ctx: ControllerContext) -> None:
+        brokers = await asyncio.to_thread(self.zk.get_live_brokers)
+        ctx.live_brokers = {
+            b.broker_id: LiveBroker(b.broker_id, b.host, b.port, b.rack, b.epoch)
+            for b in brokers.values()
+        }
+        for topic in await asyncio.to_thread(self.zk.get_all_topics):
+            await self._load_topic(ctx, topic)
+        ctx.topics_to_delete = set(await asyncio.to_thread(self.zk.get_topics_marked_for_deletion))
+
+    async def _load_topic(self, ctx: ControllerContext, topic: str) -> list[TopicPartition]:
+        """Read a topic's assignment and partition states; return partitions new to ctx."""
+        assignment = await asyncio.to_thread(self.zk.get_topic_assignment, topic)
+        if assignment is None:
+            return []
+        if topic not in self._watched_topics:
+            self._watched_topics.add(topic)
+            self.zk.watch_data(
+                znodes.topic_path(topic),
+                lambda data, _stat, t=topic: data is not None
+                and self.put(ControllerEvent("PartitionModifications", topic=t)),
+            )
+        added = []
+        for p, replicas in sorted(assignment.items()):
+            tp = TopicPartition(topic, p)
+            if tp not in ctx.assignments:
+                added.append(tp)
+            ctx.assignments[tp] = tuple(replicas)
+            found = await asyncio.to_thread(self.zk.get_partition_state, tp)
+            if found is not None:
+                state, version = found
+                ctx.partition_states[tp] = LeaderIsr(
+                    state.leader, state.leader_epoch, tuple(state.isr), state.controller_epoch, version
+                )
+        return added
+
+    # -- events -----------------------------------------------------------------
+
+    async def _on_broker_change(self, event: ControllerEvent) -> None:
+        ctx = self._ctx()
+        brokers = await asyncio.to_thread(self.zk.get_live_brokers)
+        current = {
+            b.broker_id: LiveBroker(b.broker_id, b.host, b.port, b.rack, b.epoch)
+            for b in brokers.values()
+        }
+        previous = ctx.live_brokers
+        dead = {b for b in previous if b not in current}
+        # A broker that restarted within one watch period shows up with a new epoch.
+        bounced = {b for b in current if b in previous and current[b].broker_epoch != previous[b].broker_epoch}
+        started = {b for b in current if b not in previous} | bounced
+        if not dead and not started:
+            return
+        self.state_change_log.record(
+            "broker-change", new_brokers=sorted(started), dead_brokers=sorted(dead)
+        )
+        ctx.live_brokers = current
+        ctx.shutting_down_brokers -= dead
+        if dead:
+            await self.channel.remove_brokers(dead)
+            await self._apply(decisions.on_brokers_failed(ctx, dead, self.unclean))
+        if started:
+            # onBrokerStartup: tell everyone about the new brokers, give the new brokers
+            # their replicas, and try to bring offline partitions online.
+            await self._send_update_metadata(sorted(ctx.live_brokers), sorted(ctx.assignments))
+            on_new = [tp for b in started for tp in ctx.partitions_on_broker(b)]
+            new_parts = [tp for tp in ctx.assignments if tp not in ctx.partition_states]
+            await self._apply(decisions.elect_new_partitions(ctx, new_parts), new_partitions=True)
+            await self._apply(decisions.elect_offline_partitions(ctx, self.unclean))
+            await self._send_leader_and_isr(sorted(set(on_new)), only_brokers=started)
+
+    async def _on_topic_change(self, event: ControllerEvent) -> None:
+        ctx = self._ctx()
+        topics = set(await asyncio.to_thread(self.zk.get_all_topics))
+        new_topics = topics - ctx.topics()
+        added: list[TopicPartition] = []
+        for topic in sorted(new_topics):
+            added += await self._load_topic(ctx, topic)
+        for gone in ctx.topics() - topics:
+            ctx.remove_topic(gone)
+        if added:
+            self.state_change_log.record("new-topics", topics=sorted(new_topics))
+            await self._apply(decisions.elect_new_partitions(ctx, added), new_partitions=True)
+
+    async def _on_partition_modifications(self, event: ControllerEvent) -> None:
+        ctx = self._ctx()
+        assert event.topic is not None
+        if event.topic in ctx.topics_to_delete:
+            return
+        added = await self._load_topic(ctx, event.topic)
+        if added:
+            self.state_change_log.record(
+                "new-partitions", topic=event.topic, partitions=[tp.partition for tp in added]
+            )
+            await self._apply(decisions.elect_new_partitions(ctx, added), new_partitions=True)
+
+    async def _on_topic_deletion(self, event: ControllerEvent) -> None:
+        """TopicDeletionManager, simplified: stop and delete every replica, then
+        remove the znodes, then tell every broker the topic is gone."""
+        ctx = self._ctx()
+        marked = set(await asyncio.to_thread(self.zk.get_topics_marked_for_deletion))
+        for topic in sorted(marked):
+            tps = ctx.partitions_of(topic)
+            per_broker: dict[int, list[TopicPartition]] = {}
+            for tp in tps:
+                for r in ctx.assignments[tp]:
+                    per_broker.setdefault(r, []).append(tp)
+            for broker_id, broker_tps in per_broker.items():
+                if broker_id in ctx.live_brokers:
+                    await self.channel.send_stop_replica(
+                        broker_id,
+                        StopReplicaRequest(
+                            self.broker_id,
+                            ctx.epoch,
+                            ctx.live_brokers[broker_id].broker_epoch,
+                            tuple(broker_tps),
+                            delete_partitions=True,
+                        ),
+                    )
+            await asyncio.to_thread(self.zk.delete_topic_znodes, topic)
+            ctx.remove_topic(topic)
+            self._watched_topics.discard(topic)
+            self.state_change_log.record("topic-deleted", topic=topic)
+            await self._send_update_metadata(sorted(ctx.live_brokers), [], deleted_topics=(topic,))
+
+    async def _on_isr_change_notification(self, event: ControllerEvent) -> None:
+        """A leader changed an ISR in ZooKeeper: reload those states and propagate."""
+        ctx = self._ctx()
+        notifications = await asyncio.to_thread(self.zk.get_isr_change_notifications)
+        await asyncio.to_thread(self.zk.delete_isr_change_notifications, list(notifications))
+        tps = sorted({tp for tps in notifications.values() for tp in tps})
+        changed = []
+        for tp in tps:
+            found = await asyncio.to_thread(self.zk.get_partition_state, tp)
+            if found is None or tp not in ctx.assignments:
+                continue
+            state, version = found
+            ctx.partition_states[tp] = LeaderIsr(
+                state.leader, state.leader_epoch, tuple(state.isr), state.controller_epoch, version
+            )
+            changed.append(tp)
+        if changed:
+            await self._send_update_metadata(sorted(ctx.live_brokers), changed)
+
+    async def _on_preferred_replica_election(self, event: ControllerEvent) -> None:
+        ctx = self._ctx()
+        tps = await asyncio.to_thread(self.zk.get_preferred_replica_election)
+        await self._apply(decisions.elect_preferred_leaders(ctx, tps))
+        await asyncio.to_thread(self.zk.delete_preferred_replica_election)
+
+    async def elect_preferred(self, tps: list[TopicPartition]) -> list[Election]:
+        elections = decisions.elect_preferred_leaders(self._ctx(), tps)
+        await self._apply(elections)
+        return elections
+
+    # -- effects ------------------------------------------------------------------
+
+    def _ctx(self) -> ControllerContext:
+        assert self.ctx is not None
+        return self.ctx
+
+    async def _apply(self, elections: list[Election], new_partitions: bool = False) -> None:
+        """Write the elected states (conditionally) and send LeaderAndIsr + UpdateMetadata."""
+        if not elections:
+            return
+        ctx = self._ctx()
+        written = []
+        for e in elections:
+            state = znodes.LeaderAndIsr(
+                leader=e.state.leader,
+                leader_epoch=e.state.leader_epoch,
+                isr=list(e.state.isr),
+                controller_epoch=ctx.epoch,
+            )
+            try:
+                if e.create:
+                    version = await asyncio.to_thread(self.zk.create_partition_state, e.tp, state)
+                else:
+                    version = await asyncio.to_thread(
+                        self.zk.update_partition_state,
+                        e.tp,
+                        state,
+                        e.state.zk_version,
+                        fence_controller_epoch=True,
+                    )
+            except Exception as exc:  # noqa: BLE001 - a conflict means our view is stale
+                log.warning("writing state of %s failed (%s); reloading it", e.tp, exc)
+                found = await asyncio.to_thread(self.zk.get_partition_state, e.tp)
+                if found is not None:
+                    s, v = found
+                    ctx.partition_states[e.tp] = LeaderIsr(
+                        s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch, v
+                    )
+                continue
+            ctx.partition_states[e.tp] = LeaderIsr(
+                e.state.leader, e.state.leader_epoch, e.state.isr, ctx.epoch, version
+            )
+            written.append(e.tp)
+            self.state_change_log.record(
+                "unclean-leader-election" if e.unclean else "leader-election",
+                tp=e.tp,
+                leader=e.state.leader,
+                leader_epoch=e.state.leader_epoch,
+                isr=list(e.state.isr),
+                reason=e.reason,
+                controller_epoch=ctx.epoch,
+            )
+            if e.unclean:
+                log.warning(
+                    "unclean leader election for %s: broker %d leads; records not on it are lost",
+                    e.tp,
+                    e.state.leader,
+                )
+        await self._send_leader_and_isr(written, is_new=new_partitions)
+        await self._send_update_metadata(sorted(ctx.live_brokers), written)
+
+    def _broker_infos(self) -> tuple[BrokerInfo, ...]:
+        ctx = self._ctx()
+        return tuple(
+            BrokerInfo(b.broker_id, b.host, b.port, b.rack)
+            for b in sorted(ctx.live_brokers.values(), key=lambda b: b.broker_id)
+        )
+
+    async def _send_leader_and_isr(
+        self,
+        tps: list[TopicPartition],
+        is_new: bool = False,
+        only_brokers: set[int] | None = None,
+    ) -> None:
+        ctx = self._ctx()
+        leaders = self._broker_infos()
+        for broker_id, states in decisions.leader_and_isr_targets(ctx, tps, is_new).items():
+            if only_brokers is not None and broker_id not in only_brokers:
+                continue
+            await self.channel.send_leader_and_isr(
+                broker_id,
+                LeaderAndIsrRequest(
+                    self.broker_id,
+                    ctx.epoch,
+                    ctx.live_brokers[broker_id].broker_epoch,
+                    tuple(states),
+                    leaders,
+                ),
+            )
+
+    async def _send_update_metadata(
+        self,
+        broker_ids: list[int],
+        tps: list[TopicPartition],
+        deleted_topics: tuple[str, ...] = (),
+    ) -> None:
+        ctx = self._ctx()
+        states = tuple(decisions.partition_state(ctx, tp) for tp in tps if tp in ctx.partition_states)
+        brokers = self._broker_infos()
+        for broker_id in broker_ids:
+            if broker_id not in ctx.live_brokers:
+                continue
+            await self.channel.send_update_metadata(
+                broker_id,
+                UpdateMetadataRequest(
+                    self.broker_id,
+                    ctx.epoch,
+                    ctx.live_brokers[broker_id].broker_epoch,
+                    states,
+                    brokers,
+                    deleted_topics,
+                ),
+            )

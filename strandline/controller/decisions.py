@@ -1,0 +1,160 @@
+"""The controller's decisions as pure functions over a ControllerContext.
+
+Each returns the new partition states it wants; the shell writes them to ZooKeeper
+(conditionally, by zkVersion), folds the written versions back into the context, and
+then builds the broker requests with `leader_and_isr_targets`/`partition_states`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from strandline.controller.context import NO_LEADER, ControllerContext, LeaderIsr
+from strandline.controller.requests import PartitionState
+from strandline.types import TopicPartition
+
+
+@dataclass(frozen=True)
+class Election:
+    tp: TopicPartition
+    state: LeaderIsr
+    create: bool = False  # a brand-new state znode rather than a conditional update
+    unclean: bool = False
+    reason: str = ""
+
+
+UncleanPolicy = Callable[[str], bool]  # topic -> unclean.leader.election.enable
+
+
+def elect_new_partitions(ctx: ControllerContext, tps: Iterable[TopicPartition]) -> list[Election]:
+    """NewPartition -> OnlinePartition: the first live assigned replica leads, every
+    live assigned replica is in the ISR, leader epoch 0."""
+    live = ctx.live_broker_ids
+    elections = []
+    for tp in tps:
+        replicas = [r for r in ctx.assignments[tp] if r in live]
+        if not replicas:
+            continue  # stays NewPartition until a replica's broker is up
+        state = LeaderIsr(replicas[0], 0, tuple(replicas), ctx.epoch, zk_version=-1)
+        elections.append(Election(tp, state, create=True, reason="new partition"))
+    return elections
+
+
+def elect_leader(
+    ctx: ControllerContext, tp: TopicPartition, unclean_allowed: bool
+) -> tuple[int, tuple[int, ...], bool] | None:
+    """OfflinePartitionLeaderElectionStrategy: the first assigned replica that is alive
+    and in the ISR; failing that, with unclean election allowed, the first live
+    assigned replica (its log may lack committed records); else None."""
+    state = ctx.partition_states[tp]
+    live = ctx.live_broker_ids
+    replicas = ctx.assignments[tp]
+    live_isr = tuple(r for r in state.isr if r in live)
+    for r in replicas:
+        if r in live_isr:
+            return r, live_isr, False
+    if unclean_allowed:
+        for r in replicas:
+            if r in live:
+                return r, (r,), True
+    return None
+
+
+def on_brokers_failed(
+    ctx: ControllerContext, dead: set[int], unclean: UncleanPolicy
+) -> list[Election]:
+    """Broker failover (seed 001): partitions led by a dead broker get a new leader
+    from the live ISR; partitions that merely had it in their ISR shrink the ISR.
+    When no ISR member is alive the partition goes offline (leader -1) keeping its
+    ISR, so that only one of those replicas can lead it again (unless unclean)."""
+    elections = []
+    for tp, state in sorted(ctx.partition_states.items()):
+        if state.leader in dead:
+            choice = elect_leader(ctx, tp, unclean(tp.topic))
+            if choice is None:
+                elections.append(
+                    Election(tp, state.with_leader(NO_LEADER, state.isr, ctx.epoch), reason="no live ISR replica")
+                )
+            else:
+                leader, isr, was_unclean = choice
+                elections.append(
+                    Election(
+                        tp,
+                        state.with_leader(leader, isr, ctx.epoch),
+                        unclean=was_unclean,
+                        reason=f"leader {state.leader} failed",
+                    )
+                )
+        elif state.leader != NO_LEADER and dead & set(state.isr):
+            isr = tuple(r for r in state.isr if r not in dead)
+            elections.append(
+                Election(tp, state.with_leader(state.leader, isr, ctx.epoch), reason=f"ISR lost {sorted(dead & set(state.isr))}")
+            )
+    return elections
+
+
+def elect_offline_partitions(ctx: ControllerContext, unclean: UncleanPolicy) -> list[Election]:
+    """Try again for every partition without a live leader (after a broker starts)."""
+    elections = []
+    for tp, state in sorted(ctx.partition_states.items()):
+        if state.leader in ctx.live_broker_ids:
+            continue
+        choice = elect_leader(ctx, tp, unclean(tp.topic))
+        if choice is not None:
+            leader, isr, was_unclean = choice
+            elections.append(
+                Election(
+                    tp,
+                    state.with_leader(leader, isr, ctx.epoch),
+                    unclean=was_unclean,
+                    reason="offline partition has a live candidate",
+                )
+            )
+    return elections
+
+
+def elect_preferred_leaders(ctx: ControllerContext, tps: Iterable[TopicPartition]) -> list[Election]:
+    """Preferred replica election: the first assigned replica leads if alive and in ISR."""
+    elections = []
+    for tp in tps:
+        state = ctx.partition_states.get(tp)
+        if state is None:
+            continue
+        preferred = ctx.assignments[tp][0]
+        if state.leader != preferred and preferred in ctx.live_broker_ids and preferred in state.isr:
+            elections.append(
+                Election(tp, state.with_leader(preferred, state.isr, ctx.epoch), reason="preferred replica")
+            )
+    return elections
+
+
+def partition_state(ctx: ControllerContext, tp: TopicPartition, is_new: bool = False) -> PartitionState:
+    s = ctx.partition_states[tp]
+    replicas = ctx.assignments[tp]
+    return PartitionState(
+        tp=tp,
+        controller_epoch=s.controller_epoch,
+        leader=s.leader,
+        leader_epoch=s.leader_epoch,
+        isr=s.isr,
+        zk_version=s.zk_version,
+        replicas=replicas,
+        is_new=is_new,
+        offline_replicas=tuple(r for r in replicas if r not in ctx.live_brokers),
+    )
+
+
+def leader_and_isr_targets(
+    ctx: ControllerContext, tps: Iterable[TopicPartition], is_new: bool = False
+) -> dict[int, list[PartitionState]]:
+    """LeaderAndIsr batched per live broker holding a replica of each partition."""
+    targets: dict[int, list[PartitionState]] = {}
+    for tp in tps:
+        if tp not in ctx.partition_states:
+            continue
+        ps = partition_state(ctx, tp, is_new)
+        for r in ctx.assignments[tp]:
+            if r in ctx.live_brokers:
+                targets.setdefault(r, []).append(ps)
+    return targets

@@ -1,0 +1,62 @@
+"""Controller-to-broker requests as plain data: LeaderAndIsr, UpdateMetadata, StopReplica.
+
+The controller decides these; the channel delivers them (in-process to its own
+broker, over the wire as API keys 4-6 to others) and each broker applies them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from strandline.types import TopicPartition
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """One partition's entry of LeaderAndIsr / UpdateMetadata."""
+
+    tp: TopicPartition
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int
+    replicas: tuple[int, ...]
+    is_new: bool = False
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int  # the receiving broker's epoch the controller knows (KIP-380)
+    partitions: tuple[PartitionState, ...]
+    live_leaders: tuple[BrokerInfo, ...]
+
+
+@dataclass(frozen=True)
+class UpdateMetadataRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: tuple[PartitionState, ...]
+    live_brokers: tuple[BrokerInfo, ...]
+    deleted_topics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StopReplicaRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: tuple[TopicPartition, ...]
+    delete_partitions: bool

@@ -1,0 +1,31 @@
+"""One module per Kafka API; `REGISTRY` is what ApiVersions advertises and dispatch uses."""
+
+from __future__ import annotations
+
+from strandline.server.apis import (
+    api_versions,
+    configs,
+    delete_records,
+    fetch,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+    topics,
+)
+from strandline.server.apis.registry import REGISTRY, ApiSpec
+
+# Importing the modules registers their handlers.
+__all__ = [
+    "REGISTRY",
+    "ApiSpec",
+    "api_versions",
+    "configs",
+    "delete_records",
+    "fetch",
+    "list_offsets",
+    "metadata",
+    "offset_for_leader_epoch",
+    "produce",
+    "topics",
+]

@@ -1,0 +1,117 @@
+"""DescribeConfigs (32) and IncrementalAlterConfigs (44) for topics and brokers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from strandline.errors import KafkaError
+from strandline.protocol.codec import RequestHeader
+from strandline.protocol.messages import build, response_class
+from strandline.server.apis.api_versions import NO_THROTTLE
+from strandline.server.apis.registry import api
+from strandline.server.context import BrokerContext
+from strandline.server.topic_configs import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    AlterOp,
+    ConfigEntry,
+)
+
+DESCRIBE_CONFIGS = 32
+INCREMENTAL_ALTER_CONFIGS = 44
+
+
+@api(DESCRIBE_CONFIGS, 1, 4)
+async def describe_configs(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    result_cls = response_class(DESCRIBE_CONFIGS, v, "DescribeConfigsResult")
+    entry_cls = response_class(DESCRIBE_CONFIGS, v, "DescribeConfigsResourceResult")
+    synonym_cls = response_class(DESCRIBE_CONFIGS, v, "DescribeConfigsSynonym")
+    results = []
+    for res in request.resources:
+        error, message = ErrorCode.none, None
+        entries: list[ConfigEntry] = []
+        try:
+            if res.resource_type == RESOURCE_TOPIC:
+                entries = await ctx.topic_configs.describe_topic(res.resource_name)
+            elif res.resource_type == RESOURCE_BROKER:
+                entries = ctx.topic_configs.describe_broker(res.resource_name)
+            else:
+                raise KafkaError(
+                    f"resource type {res.resource_type} is not supported",
+                    code=ErrorCode.invalid_request,
+                )
+        except KafkaError as e:
+            error, message = e.code, str(e)
+        wanted = set(res.configuration_keys) if res.configuration_keys else None
+        configs = tuple(
+            build(
+                entry_cls,
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_default=e.source == 5,
+                is_sensitive=False,
+                synonyms=tuple(
+                    build(synonym_cls, name=s.name, value=s.value, source=s.source)
+                    for s in e.synonyms
+                )
+                if request.include_synonyms
+                else (),
+                config_type=e.config_type,
+                documentation=None,
+            )
+            for e in entries
+            if wanted is None or e.name in wanted
+        )
+        results.append(
+            build(
+                result_cls,
+                error_code=error,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=configs,
+            )
+        )
+    return build(
+        response_class(DESCRIBE_CONFIGS, v, "DescribeConfigsResponse"),
+        throttle_time=NO_THROTTLE,
+        results=tuple(results),
+    )
+
+
+@api(INCREMENTAL_ALTER_CONFIGS, 0, 1)
+async def incremental_alter_configs(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    result_cls = response_class(INCREMENTAL_ALTER_CONFIGS, v, "AlterConfigsResourceResponse")
+    results = []
+    for res in request.resources:
+        error, message = ErrorCode.none, None
+        try:
+            if res.resource_type != RESOURCE_TOPIC:
+                raise KafkaError(
+                    "only topic configs can be altered dynamically",
+                    code=ErrorCode.invalid_request,
+                )
+            ops = [AlterOp(c.name, c.config_operation, c.value) for c in res.configs]
+            await ctx.topic_configs.incremental_alter(res.resource_name, ops, request.validate_only)
+        except KafkaError as e:
+            error, message = e.code, str(e)
+        results.append(
+            build(
+                result_cls,
+                error_code=error,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
+    return build(
+        response_class(INCREMENTAL_ALTER_CONFIGS, v, "IncrementalAlterConfigsResponse"),
+        throttle_time=NO_THROTTLE,
+        responses=tuple(results),
+    )

@@ -1,0 +1,125 @@
+"""Fetch (1): read whole batches below the high watermark (consumers) or the log end
+(followers). A fetch that finds fewer than `min_bytes` parks in the fetch purgatory
+and is answered as soon as an append or HW move makes enough data available."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from strandline.errors import KafkaError
+from strandline.protocol.codec import RequestHeader
+from strandline.protocol.messages import build, response_class
+from strandline.server.apis.api_versions import NO_THROTTLE
+from strandline.server.apis.registry import api
+from strandline.server.context import BrokerContext
+from strandline.types import TopicPartition
+
+API_KEY = 1
+
+
+class _Wanted:
+    __slots__ = ("tp", "fetch_offset", "max_bytes")
+
+    def __init__(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> None:
+        self.tp = tp
+        self.fetch_offset = fetch_offset
+        self.max_bytes = max_bytes
+
+
+@api(API_KEY, 4, 12)
+async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    rm = ctx.replica_manager
+    replica_id = request.replica_id
+    wanted = [
+        _Wanted(TopicPartition(t.topic, p.partition), p.fetch_offset, p.partition_max_bytes)
+        for t in request.topics
+        for p in t.partitions
+    ]
+    results = _collect(ctx, wanted, request.max_bytes, replica_id)
+    total = sum(len(r[1]) for r in results.values())
+    has_error = any(r[0] != ErrorCode.none for r in results.values())
+    wait_s = request.max_wait.total_seconds()
+    if wanted and not has_error and total < request.min_bytes and wait_s > 0:
+
+        def enough() -> bool:
+            available = 0
+            for w in wanted:
+                available += rm.available_bytes(
+                    w.tp, w.fetch_offset, replica_id, request.min_bytes - available
+                )
+                if available >= request.min_bytes:
+                    return True
+            return False
+
+        if await rm.fetch_purgatory.wait([w.tp for w in wanted], enough, wait_s):
+            results = _collect(ctx, wanted, request.max_bytes, replica_id)
+    return _response(header.api_version, request, results)
+
+
+_Result = tuple[ErrorCode, bytes, int, int]  # error, records, high watermark, log start
+
+
+def _collect(
+    ctx: BrokerContext, wanted: list[_Wanted], response_max_bytes: int, replica_id: int
+) -> dict[TopicPartition, _Result]:
+    rm = ctx.replica_manager
+    results: dict[TopicPartition, _Result] = {}
+    budget = response_max_bytes
+    for w in wanted:
+        try:
+            # KIP-74: the first partition with data returns at least one batch even
+            # if it is larger than the budget, so a consumer can always progress.
+            r = rm.read(
+                w.tp,
+                w.fetch_offset,
+                min(w.max_bytes, max(budget, 0)),
+                replica_id=replica_id,
+                min_one_batch=budget == response_max_bytes,
+            )
+        except KafkaError as e:
+            hw, start = _offsets_or_unknown(ctx, w.tp)
+            results[w.tp] = (e.code, b"", hw, start)
+            continue
+        budget -= len(r.records)
+        results[w.tp] = (ErrorCode.none, r.records, r.high_watermark, r.log_start_offset)
+    return results
+
+
+def _offsets_or_unknown(ctx: BrokerContext, tp: TopicPartition) -> tuple[int, int]:
+    hosted = ctx.replica_manager.partitions.get(tp)
+    if hosted is None:
+        return -1, -1
+    return hosted.high_watermark, hosted.log.log_start_offset
+
+
+def _response(version: int, request: Any, results: dict[TopicPartition, _Result]) -> Any:
+    partition_cls = response_class(API_KEY, version, "PartitionData")
+    topic_cls = response_class(API_KEY, version, "FetchableTopicResponse")
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            error, records, hw, start = results[TopicPartition(t.topic, p.partition)]
+            partitions.append(
+                build(
+                    partition_cls,
+                    partition_index=p.partition,
+                    error_code=error,
+                    high_watermark=hw,
+                    last_stable_offset=hw,
+                    log_start_offset=start,
+                    aborted_transactions=None,
+                    preferred_read_replica=-1,
+                    records=records,
+                )
+            )
+        topics.append(build(topic_cls, topic=t.topic, partitions=tuple(partitions)))
+    return build(
+        response_class(API_KEY, version, "FetchResponse"),
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=tuple(topics),
+    )

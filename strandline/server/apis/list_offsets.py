@@ -1,0 +1,76 @@
+"""ListOffsets (2): earliest (-2), latest (-1, the HW for consumers), or the first
+record whose timestamp is >= T, found at record granularity inside its batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from strandline.errors import KafkaError
+from strandline.protocol.codec import RequestHeader
+from strandline.protocol.messages import build, response_class
+from strandline.server.apis.api_versions import NO_THROTTLE
+from strandline.server.apis.registry import api
+from strandline.server.context import BrokerContext
+from strandline.types import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
+
+API_KEY = 2
+
+
+@api(API_KEY, 1, 7)
+async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    partition_cls = response_class(API_KEY, v, "ListOffsetsPartitionResponse")
+    topic_cls = response_class(API_KEY, v, "ListOffsetsTopicResponse")
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            try:
+                offset, timestamp, epoch = _lookup(ctx, tp, p.timestamp, request.replica_id)
+                error = ErrorCode.none
+            except KafkaError as e:
+                offset, timestamp, epoch, error = -1, -1, -1, e.code
+            partitions.append(
+                build(
+                    partition_cls,
+                    partition_index=p.partition_index,
+                    error_code=error,
+                    timestamp=timestamp,
+                    offset=offset,
+                    old_style_offsets=(offset,),
+                    leader_epoch=epoch,
+                )
+            )
+        topics.append(build(topic_cls, name=t.name, partitions=tuple(partitions)))
+    return build(
+        response_class(API_KEY, v, "ListOffsetsResponse"),
+        throttle_time=NO_THROTTLE,
+        topics=tuple(topics),
+    )
+
+
+def _lookup(ctx: BrokerContext, tp: TopicPartition, timestamp: int, replica_id: int) -> tuple[int, int, int]:
+    hosted = ctx.replica_manager.leader_partition(tp)
+    plog = hosted.log
+    if timestamp == EARLIEST_TIMESTAMP:
+        offset = plog.log_start_offset
+    elif timestamp == LATEST_TIMESTAMP:
+        offset = hosted.high_watermark if replica_id == CONSUMER_REPLICA_ID else plog.log_end_offset
+    else:
+        found = plog.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= hosted.high_watermark:
+            return -1, -1, -1
+        offset, ts = found
+        return offset, ts, _epoch_at(hosted, offset)
+    return offset, -1, _epoch_at(hosted, offset)
+
+
+def _epoch_at(hosted: Any, offset: int) -> int:
+    epoch = -1
+    for entry in hosted.log.leader_epoch_cache.entries:
+        if entry.start_offset <= offset:
+            epoch = entry.epoch
+    return epoch

@@ -1,0 +1,105 @@
+"""Metadata (3): brokers, controller, and each topic's partitions with leader and ISR."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.constants import uuid_zero
+
+from strandline.errors import KafkaError
+from strandline.protocol.codec import RequestHeader
+from strandline.protocol.messages import build, response_class
+from strandline.server.apis.api_versions import NO_THROTTLE
+from strandline.server.apis.registry import api
+from strandline.server.context import BrokerContext
+
+API_KEY = 3
+log = logging.getLogger(__name__)
+
+
+@api(API_KEY, 1, 12)
+async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    cache = ctx.metadata_cache
+    broker_cls = response_class(API_KEY, v, "MetadataResponseBroker")
+    topic_cls = response_class(API_KEY, v, "MetadataResponseTopic")
+    partition_cls = response_class(API_KEY, v, "MetadataResponsePartition")
+
+    if request.topics is None:
+        names = sorted(cache.topics)
+    else:
+        names = [t.name for t in request.topics if t.name is not None]
+    allow_auto_create = getattr(request, "allow_auto_topic_creation", True)
+
+    auto_create = request.topics is not None and allow_auto_create
+    auto_create = auto_create and ctx.config.auto_create_topics_enable
+    creation_errors = {
+        name: await _auto_create(ctx, name)
+        for name in names
+        if auto_create and not cache.has_topic(name)
+    }
+    topics = []
+    for name in names:
+        if not cache.has_topic(name):
+            error = creation_errors.get(name, ErrorCode.unknown_topic_or_partition)
+            topics.append(
+                build(topic_cls, error_code=error, name=name, topic_id=uuid_zero, partitions=())
+            )
+            continue
+        partitions = []
+        for index, p in sorted(cache.topics[name].items()):
+            leader_alive = p.leader in cache.brokers
+            partitions.append(
+                build(
+                    partition_cls,
+                    error_code=ErrorCode.none if leader_alive else ErrorCode.leader_not_available,
+                    partition_index=index,
+                    leader_id=p.leader if leader_alive else -1,
+                    leader_epoch=p.leader_epoch,
+                    replica_nodes=p.replicas,
+                    isr_nodes=p.isr,
+                    offline_replicas=tuple(r for r in p.replicas if r not in cache.brokers),
+                )
+            )
+        topics.append(
+            build(
+                topic_cls,
+                error_code=ErrorCode.none,
+                name=name,
+                topic_id=uuid_zero,  # ZooKeeper-era topics carry no id here
+                is_internal=name.startswith("__"),
+                partitions=tuple(partitions),
+            )
+        )
+    brokers = tuple(
+        build(broker_cls, node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+        for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+    )
+    return build(
+        response_class(API_KEY, v, "MetadataResponse"),
+        throttle_time=NO_THROTTLE,
+        brokers=brokers,
+        cluster_id=cache.cluster_id,
+        controller_id=cache.controller_id,
+        topics=tuple(topics),
+    )
+
+
+async def _auto_create(ctx: BrokerContext, name: str) -> ErrorCode:
+    """Create a missing topic with the broker defaults; like Kafka, answer
+    LEADER_NOT_AVAILABLE this time and let the client's metadata retry find it."""
+    try:
+        await ctx.topic_admin.create_topic(
+            name,
+            num_partitions=ctx.config.num_partitions,
+            replication_factor=ctx.config.default_replication_factor,
+            configs={},
+        )
+    except KafkaError as e:
+        if e.code == ErrorCode.topic_already_exists:
+            return ErrorCode.leader_not_available
+        log.warning("auto-create of topic %r failed: %s", name, e)
+        return e.code
+    return ErrorCode.leader_not_available

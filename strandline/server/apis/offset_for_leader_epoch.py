@@ -1,0 +1,67 @@
+"""OffsetForLeaderEpoch (23): the end offset of a leader epoch (KIP-101/KIP-279).
+
+A follower asks it before fetching to find where its log diverges from the leader's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from strandline.errors import KafkaError
+from strandline.protocol.codec import RequestHeader
+from strandline.protocol.messages import build, response_class
+from strandline.server.apis.api_versions import NO_THROTTLE
+from strandline.server.apis.registry import api
+from strandline.server.context import BrokerContext
+from strandline.types import TopicPartition
+
+API_KEY = 23
+
+
+@api(API_KEY, 2, 4)
+async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    partition_cls = response_class(API_KEY, v, "EpochEndOffset")
+    topic_cls = response_class(API_KEY, v, "OffsetForLeaderTopicResult")
+    rm = ctx.replica_manager
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            tp = TopicPartition(t.topic, p.partition)
+            error, epoch, end = ErrorCode.none, -1, -1
+            try:
+                hosted = rm.leader_partition(tp)
+                if p.current_leader_epoch >= 0 and p.current_leader_epoch != hosted.leader_epoch:
+                    code = (
+                        ErrorCode.fenced_leader_epoch
+                        if p.current_leader_epoch < hosted.leader_epoch
+                        else ErrorCode.unknown_leader_epoch
+                    )
+                    raise KafkaError(
+                        f"{tp}: request epoch {p.current_leader_epoch}, leader epoch "
+                        f"{hosted.leader_epoch}",
+                        code=code,
+                    )
+                epoch, end = hosted.log.leader_epoch_cache.end_offset_for(
+                    p.leader_epoch, hosted.log.log_end_offset
+                )
+            except KafkaError as e:
+                error = e.code
+            partitions.append(
+                build(
+                    partition_cls,
+                    error_code=error,
+                    partition=p.partition,
+                    leader_epoch=epoch,
+                    end_offset=end,
+                )
+            )
+        topics.append(build(topic_cls, topic=t.topic, partitions=tuple(partitions)))
+    return build(
+        response_class(API_KEY, v, "OffsetForLeaderEpochResponse"),
+        throttle_time=NO_THROTTLE,
+        topics=tuple(topics),
+    )

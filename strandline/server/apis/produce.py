@@ -1,0 +1,131 @@
+"""Produce (0): append batches as leader; acks=-1 waits in the produce purgatory
+until the high watermark passes the batch (every ISR member has it)."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from strandline.errors import KafkaError
+from strandline.protocol.codec import RequestHeader
+from strandline.protocol.messages import build, response_class
+from strandline.server.apis.api_versions import NO_THROTTLE
+from strandline.server.apis.registry import api
+from strandline.server.context import BrokerContext
+from strandline.types import TopicPartition
+
+API_KEY = 0
+log = logging.getLogger(__name__)
+
+
+class _PartitionOutcome:
+    __slots__ = ("error", "base_offset", "last_offset", "log_append_time", "log_start_offset", "message")
+
+    def __init__(self) -> None:
+        self.error = ErrorCode.none
+        self.base_offset = -1
+        self.last_offset = -1
+        self.log_append_time = -1
+        self.log_start_offset = -1
+        self.message: str | None = None
+
+    def fail(self, error: ErrorCode, message: str) -> None:
+        self.error = error
+        self.message = message
+
+
+@api(API_KEY, 3, 9)
+async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any | None:
+    acks = request.acks
+    rm = ctx.replica_manager
+    now = ctx.now_ms()
+    outcomes: dict[TopicPartition, _PartitionOutcome] = {}
+    for topic in request.topic_data:
+        for pdata in topic.partition_data:
+            tp = TopicPartition(topic.name, pdata.index)
+            outcome = outcomes[tp] = _PartitionOutcome()
+            if acks not in (0, 1, -1):
+                outcome.fail(ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1")
+                continue
+            if not pdata.records:
+                outcome.fail(ErrorCode.corrupt_message, "produce request without records")
+                continue
+            try:
+                info = rm.append_as_leader(tp, pdata.records, acks, now)
+            except KafkaError as e:
+                log.debug("produce to %s failed: %s", tp, e)
+                outcome.fail(e.code, str(e))
+                continue
+            outcome.base_offset = info.first_offset
+            outcome.last_offset = info.last_offset
+            outcome.log_append_time = info.log_append_time_ms
+            outcome.log_start_offset = rm.get_partition(tp).log.log_start_offset
+
+    if acks == 0:
+        return None
+    if acks == -1:
+        await _await_replication(ctx, outcomes, request.timeout.total_seconds())
+    return _response(header.api_version, request, outcomes)
+
+
+async def _await_replication(
+    ctx: BrokerContext, outcomes: dict[TopicPartition, _PartitionOutcome], timeout_s: float
+) -> None:
+    rm = ctx.replica_manager
+    pending = {tp: o for tp, o in outcomes.items() if o.error == ErrorCode.none}
+    if not pending:
+        return
+
+    def all_committed() -> bool:
+        return all(rm.is_committed(tp, o.last_offset) for tp, o in pending.items())
+
+    await rm.produce_purgatory.wait(pending, all_committed, timeout_s)
+    for tp, o in pending.items():
+        hosted = rm.partitions.get(tp)
+        if hosted is None or not hosted.is_leader(rm.broker_id):
+            o.fail(ErrorCode.not_leader_or_follower, f"leadership of {tp} moved while waiting")
+        elif not rm.is_committed(tp, o.last_offset):
+            o.fail(ErrorCode.request_timed_out, f"{tp}: not replicated to the ISR in time")
+        elif len(hosted.isr) < hosted.min_insync_replicas:
+            o.fail(
+                ErrorCode.not_enough_replicas_after_append,
+                f"{tp}: ISR shrank to {list(hosted.isr)} below "
+                f"min.insync.replicas={hosted.min_insync_replicas}",
+            )
+
+
+def _response(version: int, request: Any, outcomes: dict[TopicPartition, _PartitionOutcome]) -> Any:
+    partition_cls = response_class(API_KEY, version, "PartitionProduceResponse")
+    topic_cls = response_class(API_KEY, version, "TopicProduceResponse")
+    topics = []
+    for topic in request.topic_data:
+        partitions = []
+        for pdata in topic.partition_data:
+            o = outcomes[TopicPartition(topic.name, pdata.index)]
+            partitions.append(
+                build(
+                    partition_cls,
+                    index=pdata.index,
+                    error_code=o.error,
+                    base_offset=o.base_offset,
+                    log_append_time=_as_datetime(o.log_append_time),
+                    log_start_offset=o.log_start_offset,
+                    record_errors=(),
+                    error_message=o.message,
+                )
+            )
+        topics.append(build(topic_cls, name=topic.name, partition_responses=tuple(partitions)))
+    return build(
+        response_class(API_KEY, version, "ProduceResponse"),
+        responses=tuple(topics),
+        throttle_time=NO_THROTTLE,
+    )
+
+
+def _as_datetime(ms: int) -> datetime.datetime | None:
+    if ms < 0:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)

@@ -1,0 +1,222 @@
+"""One broker process: wires the shell's parts together and runs the event loop.
+
+Start-up order follows Kafka's KafkaServer: ZooKeeper session, log recovery, the
+socket server, broker registration (ephemeral /brokers/ids/<id>), then the
+controller election. Shutdown reverses it and leaves clean checkpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from pathlib import Path
+
+from strandline.controller.channel import ControllerChannel, ControllerRequest
+from strandline.controller.controller import Controller
+from strandline.controller.requests import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from strandline.coordination import znodes
+from strandline.coordination.cluster_id import get_or_create_cluster_id
+from strandline.coordination.zk_client import ZkClient, on_loop
+from strandline.errors import StaleControllerEpochError
+from strandline.server.config import BrokerConfig
+from strandline.server.logging_setup import configure_logging
+from strandline.server.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
+from strandline.server.network import SocketServer
+from strandline.server.replica_manager import ReplicaManager
+from strandline.server.state_change_log import StateChangeLog
+from strandline.server.topic_admin import TopicAdmin
+from strandline.server.topic_configs import TopicConfigs
+from strandline.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+TICK_INTERVAL_S = 0.5
+HW_CHECKPOINT_INTERVAL_MS = 5000
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.broker_epoch = -1
+        self.state_change_log = StateChangeLog(config.logs_dir / "state-change.log", config.broker_id)
+        self.zk = ZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms)
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._last_hw_checkpoint_ms = 0
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    async def startup(self) -> None:
+        cfg = self.config
+        await asyncio.to_thread(self.zk.connect)
+        cluster_id = await asyncio.to_thread(get_or_create_cluster_id, self.zk)
+        self.metadata_cache = MetadataCache(cluster_id)
+        self.topic_configs = TopicConfigs(cfg, self.zk, on_change=self._on_topic_config_change)
+        self.log_manager = LogManager(
+            cfg.log_dirs,
+            self.topic_configs.default_log_config(),
+            cfg.broker_id,
+            retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+        )
+        await asyncio.to_thread(self.log_manager.load_all, self.now_ms(), self.topic_configs.log_config_for)
+        self.replica_manager = ReplicaManager(
+            cfg.broker_id, self.log_manager, self.topic_configs.log_config_for, self.state_change_log
+        )
+        self.topic_admin = TopicAdmin(cfg, self.zk, self.metadata_cache)
+        self.server = SocketServer(self, cfg.host, cfg.port, cfg.socket_request_max_bytes)
+        await self.server.start()
+        self.broker_epoch = await asyncio.to_thread(
+            self.zk.register_broker, cfg.broker_id, cfg.advertised_host, cfg.advertised_port, cfg.rack
+        )
+        self._seen_config_changes: set[str] = set()
+        self.zk.watch_children(
+            znodes.CONFIG_CHANGES_PATH, on_loop(asyncio.get_running_loop(), self._on_config_changes)
+        )
+        channel = ControllerChannel(cfg.broker_id, self, remote=None)
+        self.controller = Controller(
+            cfg.broker_id,
+            self.zk,
+            channel,
+            self.state_change_log,
+            unclean_leader_election=lambda topic: self.topic_configs.log_config_for(
+                topic
+            ).unclean_leader_election_enable,
+        )
+        self.controller.start()
+        self._tasks.append(asyncio.create_task(self._tick_loop(), name="log-manager-tick"))
+        log.info(
+            "broker %d started on %s:%d (epoch %d, cluster %s)",
+            cfg.broker_id,
+            cfg.host,
+            cfg.port,
+            self.broker_epoch,
+            cluster_id,
+        )
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL_S)
+            now = self.now_ms()
+            try:
+                self.log_manager.tick(now)
+                if now - self._last_hw_checkpoint_ms >= HW_CHECKPOINT_INTERVAL_MS:
+                    self.replica_manager.checkpoint()
+                    self._last_hw_checkpoint_ms = now
+            except Exception:
+                log.exception("periodic log maintenance failed")
+
+    def _on_config_changes(self, children: list[str]) -> None:
+        """Reload the topics named by change notifications we have not seen yet."""
+        new = [c for c in children if c not in self._seen_config_changes]
+        if not new:
+            return
+        self._seen_config_changes.update(new)
+        changes = self.zk.get_config_changes()
+        for name in new:
+            entity = changes.get(name, "")
+            if entity.startswith("topics/"):
+                self.topic_configs.reload(entity.removeprefix("topics/"))
+
+    def _on_topic_config_change(self, topic: str) -> None:
+        self.replica_manager.update_log_config(topic)
+
+    # -- controller requests (from the channel: in-process or over the wire) --------
+
+    async def apply_controller_request(self, request: ControllerRequest) -> None:
+        if request.controller_epoch < self.replica_manager.controller_epoch:
+            self.state_change_log.record(
+                "rejected-stale-controller",
+                request=type(request).__name__,
+                controller_epoch=request.controller_epoch,
+                current=self.replica_manager.controller_epoch,
+            )
+            raise StaleControllerEpochError(
+                f"controller epoch {request.controller_epoch} is older than "
+                f"{self.replica_manager.controller_epoch}"
+            )
+        if isinstance(request, LeaderAndIsrRequest):
+            self.state_change_log.record(
+                "leader-and-isr-received",
+                controller=request.controller_id,
+                controller_epoch=request.controller_epoch,
+                partitions=len(request.partitions),
+            )
+            self.replica_manager.become_leader_or_follower(
+                request.controller_epoch, list(request.partitions), self.now_ms()
+            )
+        elif isinstance(request, UpdateMetadataRequest):
+            self._apply_update_metadata(request)
+        elif isinstance(request, StopReplicaRequest):
+            for tp in request.partitions:
+                self.replica_manager.stop_replica(tp, request.delete_partitions)
+
+    def _apply_update_metadata(self, request: UpdateMetadataRequest) -> None:
+        cache = self.metadata_cache
+        self.replica_manager.controller_epoch = max(
+            self.replica_manager.controller_epoch, request.controller_epoch
+        )
+        cache.update_brokers(
+            [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack) for b in request.live_brokers],
+            request.controller_id,
+        )
+        cache.update_partitions(
+            [
+                PartitionMetadata(p.tp, p.leader, p.leader_epoch, p.replicas, p.isr, p.offline_replicas)
+                for p in request.partitions
+            ]
+        )
+        for topic in request.deleted_topics:
+            cache.remove_topic(topic)
+            self.topic_configs.forget(topic)
+        self.state_change_log.record(
+            "update-metadata-received",
+            controller=request.controller_id,
+            controller_epoch=request.controller_epoch,
+            partitions=len(request.partitions),
+            brokers=[b.broker_id for b in request.live_brokers],
+        )
+        topics = {p.tp.topic for p in request.partitions} | set(request.deleted_topics)
+        for topic in topics:
+            self.topic_admin.metadata_purgatory.notify(topic)
+
+    # -- shutdown ----------------------------------------------------------------------
+
+    async def run_until_stopped(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        await self._stopping.wait()
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        log.info("broker %d shutting down", self.broker_id)
+        for task in self._tasks:
+            task.cancel()
+        await self.controller.stop()
+        await self.server.stop()
+        self.replica_manager.checkpoint()
+        self.log_manager.shutdown()
+        await asyncio.to_thread(self.zk.close)
+        self.state_change_log.close()
+        log.info("broker %d stopped cleanly", self.broker_id)
+
+
+def main(config_path: Path) -> None:
+    config = BrokerConfig.from_file(config_path)
+    configure_logging(config.logs_dir, config.broker_id)
+
+    async def run() -> None:
+        broker = Broker(config)
+        await broker.startup()
+        await broker.run_until_stopped()
+
+    asyncio.run(run())

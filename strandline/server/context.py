@@ -1,0 +1,22 @@
+"""What a request handler may use of the broker (the shell's services)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from strandline.server.config import BrokerConfig
+    from strandline.server.metadata_cache import MetadataCache
+    from strandline.server.replica_manager import ReplicaManager
+    from strandline.server.topic_admin import TopicAdmin
+    from strandline.server.topic_configs import TopicConfigs
+
+
+class BrokerContext(Protocol):
+    config: BrokerConfig
+    replica_manager: ReplicaManager
+    metadata_cache: MetadataCache
+    topic_admin: TopicAdmin
+    topic_configs: TopicConfigs
+
+    def now_ms(self) -> int: ...

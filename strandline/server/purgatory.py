@@ -1,0 +1,72 @@
+"""Kafka's purgatory: requests that wait for a condition (DelayedFetch, DelayedProduce).
+
+A waiting request registers a check under the partitions it depends on. Whoever
+changes a partition (an append, a high-watermark move) calls `notify(tp)`, which
+re-runs the checks parked there and completes those now satisfied. Nothing polls:
+a parked fetch answers as soon as the data it waits for arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable, Iterable
+
+
+class _Waiter:
+    __slots__ = ("check", "future")
+
+    def __init__(self, check: Callable[[], bool], future: asyncio.Future[bool]) -> None:
+        self.check = check
+        self.future = future
+
+
+class Purgatory:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._watchers: dict[Hashable, set[_Waiter]] = {}
+
+    def watched(self) -> int:
+        return sum(len(w) for w in self._watchers.values())
+
+    async def wait(self, keys: Iterable[Hashable], check: Callable[[], bool], timeout_s: float) -> bool:
+        """Return True once `check()` holds (re-checked on each notify of a key), or
+        `check()`'s value when the timeout expires."""
+        if check():
+            return True
+        if timeout_s <= 0:
+            return False
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        waiter = _Waiter(check, future)
+        keys = list(keys)
+        for key in keys:
+            self._watchers.setdefault(key, set()).add(waiter)
+        timer = loop.call_later(timeout_s, _expire, future)
+        try:
+            completed = await future
+        finally:
+            timer.cancel()
+            for key in keys:
+                watchers = self._watchers.get(key)
+                if watchers is not None:
+                    watchers.discard(waiter)
+                    if not watchers:
+                        del self._watchers[key]
+        return completed or check()
+
+    def notify(self, key: Hashable) -> None:
+        watchers = self._watchers.get(key)
+        if not watchers:
+            return
+        for waiter in list(watchers):
+            if not waiter.future.done() and waiter.check():
+                waiter.future.set_result(True)
+
+    def notify_all(self) -> None:
+        for key in list(self._watchers):
+            self.notify(key)
+
+
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
