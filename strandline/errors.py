@@ -93,3 +93,7 @@ class StaleControllerEpochError(KafkaError):
 
 class InvalidRequestError(KafkaError):
     code = ErrorCode.invalid_request
+
+
+class StaleBrokerEpochError(KafkaError):
+    code = ErrorCode.stale_broker_epoch

@@ -24,7 +24,7 @@ ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaReq
 class BrokerEndpoint(Protocol):
     """What a broker exposes to the controller (locally: the broker itself)."""
 
-    async def apply_controller_request(self, request: ControllerRequest) -> None: ...
+    async def apply_controller_request(self, request: ControllerRequest) -> object: ...
 
 
 class RemoteSender(Protocol):
@@ -34,7 +34,9 @@ class RemoteSender(Protocol):
 
 
 class ControllerChannel:
-    def __init__(self, local_broker_id: int, local: BrokerEndpoint, remote: RemoteSender | None) -> None:
+    def __init__(
+        self, local_broker_id: int, local: BrokerEndpoint, remote: RemoteSender | None
+    ) -> None:
         self.local_broker_id = local_broker_id
         self.local = local
         self.remote = remote

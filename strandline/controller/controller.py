@@ -74,7 +74,8 @@ class Controller:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.create_task(self._run(), name="controller-events")
         self.zk.watch_data(
-            znodes.CONTROLLER_PATH, lambda _data, _stat: self.put(ControllerEvent("ControllerChange"))
+            znodes.CONTROLLER_PATH,
+            lambda _data, _stat: self.put(ControllerEvent("ControllerChange")),
         )
         self.put(ControllerEvent("Startup"))
 
@@ -140,7 +141,9 @@ class Controller:
         await self._on_controller_failover(epoch)
 
     def _resign(self) -> None:
-        self.state_change_log.record("controller-resigned", controller_epoch=self.ctx.epoch if self.ctx else -1)
+        self.state_change_log.record(
+            "controller-resigned", controller_epoch=self.ctx.epoch if self.ctx else -1
+        )
         self.ctx = None
 
     async def _on_controller_failover(self, epoch: int) -> None:
@@ -157,8 +160,7 @@ class Controller:
         self._watch_children(znodes.ISR_CHANGE_NOTIFICATION_PATH, "IsrChangeNotification")
         self.zk.watch_data(
             znodes.PREFERRED_REPLICA_ELECTION_PATH,
-            lambda data, _stat: data is not None
-            and self.put(ControllerEvent("PreferredReplicaElection")),
+            self._when_present(ControllerEvent("PreferredReplicaElection")),
         )
         # Partitions without a state (a topic created while no controller ran).
         new = [tp for tp in ctx.assignments if tp not in ctx.partition_states]
@@ -176,6 +178,15 @@ class Controller:
         # context, so the extra event is harmless. Events of a resigned controller
         # are dropped by `_process`.
         self.zk.watch_children(path, lambda _children: self.put(ControllerEvent(event)))
+
+    def _when_present(self, event: ControllerEvent) -> Callable[[bytes | None, object], None]:
+        """A data-watch callback that queues `event` while the znode exists."""
+
+        def fire(data: bytes | None, _stat: object) -> None:
+            if data is not None:
+                self.put(event)
+
+        return fire
 
     async def _load_context(self, ctx: ControllerContext) -> None:
         brokers = await asyncio.to_thread(self.zk.get_live_brokers)
@@ -196,8 +207,7 @@ class Controller:
             self._watched_topics.add(topic)
             self.zk.watch_data(
                 znodes.topic_path(topic),
-                lambda data, _stat, t=topic: data is not None
-                and self.put(ControllerEvent("PartitionModifications", topic=t)),
+                self._when_present(ControllerEvent("PartitionModifications", topic=topic)),
             )
         added = []
         for p, replicas in sorted(assignment.items()):
@@ -209,7 +219,11 @@ class Controller:
             if found is not None:
                 state, version = found
                 ctx.partition_states[tp] = LeaderIsr(
-                    state.leader, state.leader_epoch, tuple(state.isr), state.controller_epoch, version
+                    state.leader,
+                    state.leader_epoch,
+                    tuple(state.isr),
+                    state.controller_epoch,
+                    version,
                 )
         return added
 
@@ -225,7 +239,11 @@ class Controller:
         previous = ctx.live_brokers
         dead = {b for b in previous if b not in current}
         # A broker that restarted within one watch period shows up with a new epoch.
-        bounced = {b for b in current if b in previous and current[b].broker_epoch != previous[b].broker_epoch}
+        bounced = {
+            b
+            for b in current
+            if b in previous and current[b].broker_epoch != previous[b].broker_epoch
+        }
         started = {b for b in current if b not in previous} | bounced
         if not dead and not started:
             return
@@ -428,7 +446,9 @@ class Controller:
         deleted_topics: tuple[str, ...] = (),
     ) -> None:
         ctx = self._ctx()
-        states = tuple(decisions.partition_state(ctx, tp) for tp in tps if tp in ctx.partition_states)
+        states = tuple(
+            decisions.partition_state(ctx, tp) for tp in tps if tp in ctx.partition_states
+        )
         brokers = self._broker_infos()
         for broker_id in broker_ids:
             if broker_id not in ctx.live_brokers:

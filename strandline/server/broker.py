@@ -13,6 +13,8 @@ import signal
 import time
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode
+
 from strandline.controller.channel import ControllerChannel, ControllerRequest
 from strandline.controller.controller import Controller
 from strandline.controller.requests import (
@@ -23,16 +25,18 @@ from strandline.controller.requests import (
 from strandline.coordination import znodes
 from strandline.coordination.cluster_id import get_or_create_cluster_id
 from strandline.coordination.zk_client import ZkClient, on_loop
-from strandline.errors import StaleControllerEpochError
+from strandline.errors import StaleBrokerEpochError, StaleControllerEpochError
 from strandline.server.config import BrokerConfig
 from strandline.server.logging_setup import configure_logging
 from strandline.server.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from strandline.server.network import SocketServer
+from strandline.server.replica_fetcher import ReplicaFetcherManager
 from strandline.server.replica_manager import ReplicaManager
 from strandline.server.state_change_log import StateChangeLog
 from strandline.server.topic_admin import TopicAdmin
 from strandline.server.topic_configs import TopicConfigs
 from strandline.storage.log_manager import LogManager
+from strandline.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +49,12 @@ class Broker:
         self.config = config
         self.broker_id = config.broker_id
         self.broker_epoch = -1
-        self.state_change_log = StateChangeLog(config.logs_dir / "state-change.log", config.broker_id)
-        self.zk = ZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms)
+        self.state_change_log = StateChangeLog(
+            config.logs_dir / "state-change.log", config.broker_id
+        )
+        self.zk = ZkClient(
+            config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms
+        )
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._last_hw_checkpoint_ms = 0
@@ -67,15 +75,29 @@ class Broker:
             cfg.broker_id,
             retention_check_interval_ms=cfg.log_retention_check_interval_ms,
         )
-        await asyncio.to_thread(self.log_manager.load_all, self.now_ms(), self.topic_configs.log_config_for)
-        self.replica_manager = ReplicaManager(
-            cfg.broker_id, self.log_manager, self.topic_configs.log_config_for, self.state_change_log
+        await asyncio.to_thread(
+            self.log_manager.load_all, self.now_ms(), self.topic_configs.log_config_for
         )
+        self.replica_manager = ReplicaManager(
+            cfg.broker_id,
+            self.log_manager,
+            self.topic_configs.log_config_for,
+            self.state_change_log,
+            replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+            isr_writer=self._write_isr,
+        )
+        self.fetcher_manager = ReplicaFetcherManager(cfg.broker_id, self.replica_manager)
+        self.replica_manager.on_become_follower = self.fetcher_manager.add_partitions
+        self.replica_manager.on_stop_following = self.fetcher_manager.remove_partitions
         self.topic_admin = TopicAdmin(cfg, self.zk, self.metadata_cache)
         self.server = SocketServer(self, cfg.host, cfg.port, cfg.socket_request_max_bytes)
         await self.server.start()
         self.broker_epoch = await asyncio.to_thread(
-            self.zk.register_broker, cfg.broker_id, cfg.advertised_host, cfg.advertised_port, cfg.rack
+            self.zk.register_broker,
+            cfg.broker_id,
+            cfg.advertised_host,
+            cfg.advertised_port,
+            cfg.rack,
         )
         self._seen_config_changes: set[str] = set()
         self.zk.watch_children(
@@ -87,12 +109,13 @@ class Broker:
             self.zk,
             channel,
             self.state_change_log,
-            unclean_leader_election=lambda topic: self.topic_configs.log_config_for(
-                topic
-            ).unclean_leader_election_enable,
+            unclean_leader_election=lambda topic: (
+                self.topic_configs.log_config_for(topic).unclean_leader_election_enable
+            ),
         )
         self.controller.start()
         self._tasks.append(asyncio.create_task(self._tick_loop(), name="log-manager-tick"))
+        self._tasks.append(asyncio.create_task(self._isr_shrink_loop(), name="isr-expiration"))
         log.info(
             "broker %d started on %s:%d (epoch %d, cluster %s)",
             cfg.broker_id,
@@ -114,6 +137,34 @@ class Broker:
             except Exception:
                 log.exception("periodic log maintenance failed")
 
+    async def _isr_shrink_loop(self) -> None:
+        # Kafka checks every replica.lag.time.max.ms / 2.
+        interval = max(self.config.replica_lag_time_max_ms / 2000, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            self.replica_manager.maybe_shrink_isr(self.now_ms())
+
+    async def _write_isr(
+        self,
+        tp: TopicPartition,
+        leader: int,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        controller_epoch: int,
+        zk_version: int,
+    ) -> int:
+        """A leader's ISR change: conditional write of the state znode, then an ISR
+        change notification so the controller propagates it (Kafka's ZK-era path)."""
+        state = znodes.LeaderAndIsr(
+            leader=leader,
+            leader_epoch=leader_epoch,
+            isr=list(isr),
+            controller_epoch=controller_epoch,
+        )
+        version = await asyncio.to_thread(self.zk.update_partition_state, tp, state, zk_version)
+        await asyncio.to_thread(self.zk.create_isr_change_notification, [tp])
+        return version
+
     def _on_config_changes(self, children: list[str]) -> None:
         """Reload the topics named by change notifications we have not seen yet."""
         new = [c for c in children if c not in self._seen_config_changes]
@@ -131,7 +182,22 @@ class Broker:
 
     # -- controller requests (from the channel: in-process or over the wire) --------
 
-    async def apply_controller_request(self, request: ControllerRequest) -> None:
+    async def apply_controller_request(
+        self, request: ControllerRequest
+    ) -> dict[TopicPartition, ErrorCode] | None:
+        """Apply a LeaderAndIsr/UpdateMetadata/StopReplica from the controller, fenced by
+        controller epoch and (KIP-380) by this broker's epoch."""
+        if request.broker_epoch not in (-1, self.broker_epoch):
+            self.state_change_log.record(
+                "rejected-stale-broker-epoch",
+                request=type(request).__name__,
+                broker_epoch=request.broker_epoch,
+                current=self.broker_epoch,
+            )
+            raise StaleBrokerEpochError(
+                f"request for broker epoch {request.broker_epoch}; "
+                f"this broker is at {self.broker_epoch}"
+            )
         if request.controller_epoch < self.replica_manager.controller_epoch:
             self.state_change_log.record(
                 "rejected-stale-controller",
@@ -150,14 +216,19 @@ class Broker:
                 controller_epoch=request.controller_epoch,
                 partitions=len(request.partitions),
             )
-            self.replica_manager.become_leader_or_follower(
-                request.controller_epoch, list(request.partitions), self.now_ms()
+            return self.replica_manager.become_leader_or_follower(
+                request.controller_epoch,
+                list(request.partitions),
+                request.live_leaders,
+                self.now_ms(),
             )
         elif isinstance(request, UpdateMetadataRequest):
             self._apply_update_metadata(request)
+            return None
         elif isinstance(request, StopReplicaRequest):
             for tp in request.partitions:
                 self.replica_manager.stop_replica(tp, request.delete_partitions)
+        return None
 
     def _apply_update_metadata(self, request: UpdateMetadataRequest) -> None:
         cache = self.metadata_cache
@@ -170,7 +241,9 @@ class Broker:
         )
         cache.update_partitions(
             [
-                PartitionMetadata(p.tp, p.leader, p.leader_epoch, p.replicas, p.isr, p.offline_replicas)
+                PartitionMetadata(
+                    p.tp, p.leader, p.leader_epoch, p.replicas, p.isr, p.offline_replicas
+                )
                 for p in request.partitions
             ]
         )
@@ -202,6 +275,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await self.controller.stop()
+        await self.fetcher_manager.shutdown()
         await self.server.stop()
         self.replica_manager.checkpoint()
         self.log_manager.shutdown()

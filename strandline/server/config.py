@@ -93,7 +93,9 @@ class BrokerConfig:
         adv_host, adv_port = _listener_host_port(
             get("advertised.listeners", listeners), "advertised.listeners"
         )
-        log_dirs = [Path(p) for p in get("log.dirs", get("log.dir", "/tmp/strandline-logs")).split(",")]
+        log_dirs = [
+            Path(p) for p in get("log.dirs", get("log.dir", "/tmp/strandline-logs")).split(",")
+        ]
         return cls(
             props=dict(props),
             broker_id=get_int("broker.id", 0),

@@ -16,7 +16,7 @@ class KeyValueFormatter(logging.Formatter):
         ts = self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}"
         message = record.getMessage().replace('"', "'")
         line = (
-            f'ts={ts} level={record.levelname} broker={self.broker_id} '
+            f"ts={ts} level={record.levelname} broker={self.broker_id} "
             f'logger={record.name} msg="{message}"'
         )
         if record.exc_info:

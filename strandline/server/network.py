@@ -53,7 +53,9 @@ class SocketServer:
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)

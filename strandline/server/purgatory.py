@@ -28,7 +28,9 @@ class Purgatory:
     def watched(self) -> int:
         return sum(len(w) for w in self._watchers.values())
 
-    async def wait(self, keys: Iterable[Hashable], check: Callable[[], bool], timeout_s: float) -> bool:
+    async def wait(
+        self, keys: Iterable[Hashable], check: Callable[[], bool], timeout_s: float
+    ) -> bool:
         """Return True once `check()` holds (re-checked on each notify of a key), or
         `check()`'s value when the timeout expires."""
         if check():

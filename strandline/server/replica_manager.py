@@ -1,17 +1,22 @@
 """The broker's hosted partitions: leadership changes, appends, reads, purgatories.
 
-This is the I/O shell around each partition's log (Kafka's ReplicaManager). It
-decides nothing about replication itself; the high-watermark and ISR rules live in
-`strandline.replication` and are applied here.
+This is the I/O shell around each partition's log (Kafka's ReplicaManager). The
+replication rules themselves (HW, ISR, follower truncation) live in the pure
+`strandline.replication` core; this module feeds it events with `now` and carries
+out its decisions: appends, ZooKeeper ISR writes, purgatory wake-ups.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
-from strandline.controller.requests import PartitionState
+from kio.schema.errors import ErrorCode
+
+from strandline.controller.requests import BrokerInfo, PartitionState
 from strandline.errors import (
     KafkaError,
     NotEnoughReplicasError,
@@ -19,31 +24,61 @@ from strandline.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from strandline.replication.follower import FollowerState, follower_high_watermark
+from strandline.replication.partition import Partition
+from strandline.replication.truncation import TruncationMode
 from strandline.server.purgatory import Purgatory
 from strandline.server.state_change_log import StateChangeLog
-from strandline.storage.log import AppendInfo, Log
 from strandline.storage.config import LogConfig
+from strandline.storage.log import AppendInfo, Log
 from strandline.storage.log_manager import LogManager
 from strandline.types import CONSUMER_REPLICA_ID, TopicPartition
 
 log = logging.getLogger(__name__)
 
+# (tp, leader, leader_epoch, new isr, controller_epoch, expected zkVersion) -> new zkVersion
+IsrWriter = Callable[[TopicPartition, int, int, tuple[int, ...], int, int], Awaitable[int]]
 
-@dataclass
+
 class HostedPartition:
-    tp: TopicPartition
-    log: Log
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-    zk_version: int
-    high_watermark: int
-    min_insync_replicas: int = 1
-    remote_leos: dict[int, int] = field(default_factory=dict)
+    """One partition replica on this broker, as leader or follower."""
+
+    def __init__(self, tp: TopicPartition, log: Log, high_watermark: int) -> None:
+        self.tp = tp
+        self.log = log
+        self.leader = -1
+        self.leader_epoch = -1
+        self.controller_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.zk_version = 0
+        self.min_insync_replicas = 1
+        self.leader_state: Partition | None = None  # set while this broker leads
+        self.follower_state: FollowerState | None = None  # set while it follows
+        self._follower_high_watermark = high_watermark
+        self._isr: tuple[int, ...] = ()
+        self.isr_write_in_flight = False
 
     def is_leader(self, broker_id: int) -> bool:
-        return self.leader == broker_id
+        return self.leader == broker_id and self.leader_state is not None
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        if self.leader_state is not None:
+            return tuple(sorted(self.leader_state.isr))
+        return self._isr
+
+    @isr.setter
+    def isr(self, value: tuple[int, ...]) -> None:
+        self._isr = value
+
+    @property
+    def high_watermark(self) -> int:
+        if self.leader_state is not None:
+            return self.leader_state.high_watermark
+        return self._follower_high_watermark
+
+    def set_follower_high_watermark(self, hw: int) -> None:
+        self._follower_high_watermark = hw
 
 
 @dataclass(frozen=True)
@@ -62,58 +97,85 @@ class ReplicaManager:
         log_manager: LogManager,
         log_config_for: Callable[[str], LogConfig],
         state_change_log: StateChangeLog,
+        replica_lag_time_max_ms: int,
+        isr_writer: IsrWriter | None = None,
+        truncation_mode: TruncationMode = TruncationMode.KIP279,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.log_config_for = log_config_for
         self.state_change_log = state_change_log
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.isr_writer = isr_writer
+        self.truncation_mode = truncation_mode
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self.fetch_purgatory = Purgatory("Fetch")
         self.produce_purgatory = Purgatory("Produce")
         self.controller_epoch = -1
+        # Set by the broker: start/stop replica fetchers for follower partitions.
+        self.on_become_follower: Callable[[dict[TopicPartition, BrokerInfo]], None] = lambda _p: (
+            None
+        )
+        self.on_stop_following: Callable[[set[TopicPartition]], None] = lambda _p: None
+
+    @staticmethod
+    def _now() -> int:
+        return int(time.time() * 1000)
 
     # -- leadership -----------------------------------------------------------
 
     def become_leader_or_follower(
-        self, controller_epoch: int, states: list[PartitionState], now_ms: int
-    ) -> dict[TopicPartition, KafkaError | None]:
-        """Apply LeaderAndIsr partition states; a state whose leader epoch is not
-        newer than the one we hold is ignored (stale controller decisions)."""
+        self,
+        controller_epoch: int,
+        states: list[PartitionState],
+        live_leaders: tuple[BrokerInfo, ...],
+        now_ms: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Apply LeaderAndIsr partition states; a state whose leader epoch is not newer
+        than the one we hold is ignored (a stale controller decision)."""
         self.controller_epoch = max(self.controller_epoch, controller_epoch)
-        results: dict[TopicPartition, KafkaError | None] = {}
+        results: dict[TopicPartition, ErrorCode] = {}
         hws = self.log_manager.read_high_watermarks()
+        leaders = {b.broker_id: b for b in live_leaders}
+        new_followers: dict[TopicPartition, BrokerInfo] = {}
+        stopped: set[TopicPartition] = set()
         for state in states:
-            current = self.partitions.get(state.tp)
-            if current is not None and state.leader_epoch <= current.leader_epoch:
+            hosted = self.partitions.get(state.tp)
+            if hosted is not None and state.leader_epoch <= hosted.leader_epoch:
                 self.state_change_log.record(
                     "ignored-stale-leader-epoch",
                     tp=state.tp,
                     leader_epoch=state.leader_epoch,
-                    current_epoch=current.leader_epoch,
+                    current_epoch=hosted.leader_epoch,
                 )
-                results[state.tp] = None
+                results[state.tp] = ErrorCode.stale_controller_epoch
+                continue
+            if self.broker_id not in state.replicas:
+                results[state.tp] = ErrorCode.unknown_topic_or_partition
                 continue
             config = self.log_config_for(state.tp.topic)
-            plog = self.log_manager.get_or_create_log(state.tp, config, now_ms)
-            hw = current.high_watermark if current else min(hws.get(state.tp, 0), plog.log_end_offset)
-            hosted = HostedPartition(
-                tp=state.tp,
-                log=plog,
-                leader=state.leader,
-                leader_epoch=state.leader_epoch,
-                isr=state.isr,
-                replicas=state.replicas,
-                zk_version=state.zk_version,
-                high_watermark=max(hw, plog.log_start_offset),
-                min_insync_replicas=config.min_insync_replicas,
-            )
-            self.partitions[state.tp] = hosted
+            if hosted is None:
+                plog = self.log_manager.get_or_create_log(state.tp, config, now_ms)
+                hw = min(hws.get(state.tp, 0), plog.log_end_offset)
+                hosted = HostedPartition(state.tp, plog, max(hw, plog.log_start_offset))
+                self.partitions[state.tp] = hosted
+            hosted.leader = state.leader
+            hosted.leader_epoch = state.leader_epoch
+            hosted.controller_epoch = state.controller_epoch
+            hosted.replicas = state.replicas
+            hosted.isr = state.isr
+            hosted.zk_version = state.zk_version
+            hosted.min_insync_replicas = config.min_insync_replicas
             if state.leader == self.broker_id:
-                # A new leader starts its epoch at its log end (KIP-101).
-                plog.leader_epoch_cache.assign(state.leader_epoch, plog.log_end_offset)
-                self._maybe_advance_high_watermark(hosted)
+                self._make_leader(hosted, now_ms)
+                stopped.add(state.tp)
                 role = "leader"
             else:
+                self._make_follower(hosted)
+                if state.leader in leaders:
+                    new_followers[state.tp] = leaders[state.leader]
+                else:
+                    stopped.add(state.tp)
                 role = "follower"
             self.state_change_log.record(
                 f"become-{role}",
@@ -123,12 +185,49 @@ class ReplicaManager:
                 isr=list(state.isr),
                 replicas=list(state.replicas),
                 controller_epoch=controller_epoch,
+                log_end_offset=hosted.log.log_end_offset,
+                high_watermark=hosted.high_watermark,
             )
-            results[state.tp] = None
+            results[state.tp] = ErrorCode.none
             self.fetch_purgatory.notify(state.tp)
+            self.produce_purgatory.notify(state.tp)
+        if stopped:
+            self.on_stop_following(stopped)
+        if new_followers:
+            self.on_become_follower(new_followers)
         return results
 
+    def _make_leader(self, hosted: HostedPartition, now_ms: int) -> None:
+        plog = hosted.log
+        hw = hosted.high_watermark
+        hosted.follower_state = None
+        leader_state = Partition(self.broker_id, self.replica_lag_time_max_ms)
+        # A new leader starts its epoch at its log end (KIP-101).
+        plog.assign_leader_epoch(hosted.leader_epoch, plog.log_end_offset)
+        leader_state.become_leader(
+            hosted.leader_epoch,
+            frozenset(hosted.isr),
+            list(hosted.replicas),
+            plog.log_end_offset,
+            hw,
+            now_ms,
+        )
+        hosted.leader_state = leader_state
+
+    def _make_follower(self, hosted: HostedPartition) -> None:
+        if hosted.leader_state is not None:
+            hosted.set_follower_high_watermark(hosted.leader_state.high_watermark)
+        hosted.leader_state = None
+        follower = FollowerState(self.truncation_mode)
+        cut = follower.become_follower(
+            hosted.leader, hosted.leader_epoch, hosted.log.log_end_offset, hosted.high_watermark
+        )
+        if cut is not None:  # the pre-KIP-101 mode truncates to its HW at once
+            self.truncate(hosted, cut)
+        hosted.follower_state = follower
+
     def stop_replica(self, tp: TopicPartition, delete: bool) -> None:
+        self.on_stop_following({tp})
         self.partitions.pop(tp, None)
         if delete:
             self.log_manager.delete_log(tp)
@@ -151,10 +250,13 @@ class ReplicaManager:
             raise UnknownTopicOrPartitionError(f"this broker does not host {tp}")
         return hosted
 
-    def leader_partition(self, tp: TopicPartition) -> HostedPartition:
+    def leader_partition(
+        self, tp: TopicPartition, current_leader_epoch: int = -1
+    ) -> HostedPartition:
         hosted = self.get_partition(tp)
         if not hosted.is_leader(self.broker_id):
             raise NotLeaderError(f"broker {self.broker_id} is not the leader of {tp}")
+        check_leader_epoch(hosted, current_leader_epoch)
         return hosted
 
     # -- produce --------------------------------------------------------------
@@ -163,30 +265,125 @@ class ReplicaManager:
         self, tp: TopicPartition, records: bytes, acks: int, now_ms: int
     ) -> AppendInfo:
         hosted = self.leader_partition(tp)
-        if acks == -1 and len(hosted.isr) < hosted.min_insync_replicas:
+        leader_state = hosted.leader_state
+        assert leader_state is not None
+        if leader_state.check_produce(acks, hosted.min_insync_replicas) != ErrorCode.none:
             raise NotEnoughReplicasError(
-                f"{tp}: ISR {list(hosted.isr)} is smaller than "
+                f"{tp}: ISR {sorted(leader_state.isr)} is smaller than "
                 f"min.insync.replicas={hosted.min_insync_replicas}"
             )
         info = hosted.log.append_as_leader(records, hosted.leader_epoch, now_ms)
-        self._maybe_advance_high_watermark(hosted)
+        self._on_high_watermark(hosted, leader_state.on_append(hosted.log.log_end_offset, now_ms))
         self.fetch_purgatory.notify(tp)
         return info
 
-    def is_committed(self, tp: TopicPartition, offset: int) -> bool:
+    def produce_completion(self, tp: TopicPartition, last_offset: int) -> ErrorCode | None:
+        """None while an acks=all produce must still wait, else its answer."""
         hosted = self.partitions.get(tp)
-        return hosted is None or hosted.high_watermark > offset or not hosted.is_leader(self.broker_id)
+        if hosted is None or hosted.leader_state is None:
+            return ErrorCode.not_leader_or_follower
+        return hosted.leader_state.produce_completion(last_offset, hosted.min_insync_replicas)
 
-    def _maybe_advance_high_watermark(self, hosted: HostedPartition) -> None:
-        # With the ISR being only this broker the HW is the LEO; replicated
-        # partitions take the minimum over the ISR's LEOs (replication core).
-        leos = [hosted.log.log_end_offset]
-        leos += [hosted.remote_leos.get(r, 0) for r in hosted.isr if r != self.broker_id]
-        new_hw = min(leos)
-        if new_hw > hosted.high_watermark:
-            hosted.high_watermark = new_hw
+    def _on_high_watermark(self, hosted: HostedPartition, advanced: int | None) -> None:
+        if advanced is not None:
             self.produce_purgatory.notify(hosted.tp)
             self.fetch_purgatory.notify(hosted.tp)
+
+    # -- follower fetches arriving at the leader --------------------------------
+
+    def on_follower_fetch(
+        self, tp: TopicPartition, follower_id: int, fetch_offset: int, now_ms: int
+    ) -> None:
+        """Record a follower's fetch position (its LEO) after the response's data and HW
+        were read, so the response carries the HW from before this update (seed 004)."""
+        hosted = self.partitions.get(tp)
+        if hosted is None or hosted.leader_state is None:
+            return
+        outcome = hosted.leader_state.on_follower_fetch(follower_id, fetch_offset, now_ms)
+        self._on_high_watermark(hosted, outcome.high_watermark_advanced)
+        if outcome.isr_expand is not None:
+            self._spawn_isr_write(hosted, tuple(sorted(outcome.isr_expand)), "expand")
+
+    def maybe_shrink_isr(self, now_ms: int) -> None:
+        """Periodic: followers not caught up within replica.lag.time.max.ms leave the ISR."""
+        for hosted in list(self.partitions.values()):
+            leader_state = hosted.leader_state
+            if leader_state is None or hosted.isr_write_in_flight:
+                continue
+            proposal = leader_state.isr_shrink_proposal(now_ms)
+            if proposal is not None:
+                self._spawn_isr_write(hosted, tuple(sorted(proposal)), "shrink")
+
+    def _spawn_isr_write(self, hosted: HostedPartition, new_isr: tuple[int, ...], why: str) -> None:
+        if self.isr_writer is None or hosted.isr_write_in_flight:
+            return
+        hosted.isr_write_in_flight = True
+        asyncio.get_running_loop().create_task(self._write_isr(hosted, new_isr, why))
+
+    async def _write_isr(self, hosted: HostedPartition, new_isr: tuple[int, ...], why: str) -> None:
+        """Persist an ISR change with a conditional (zkVersion) update; only once it is
+        written does the leader act on it, so an ISR change is never lost."""
+        assert self.isr_writer is not None
+        leader_epoch, old_isr = hosted.leader_epoch, hosted.isr
+        try:
+            version = await self.isr_writer(
+                hosted.tp,
+                hosted.leader,
+                leader_epoch,
+                new_isr,
+                hosted.controller_epoch,
+                hosted.zk_version,
+            )
+        except Exception as e:  # noqa: BLE001 - a conflict: the controller changed it; wait for LeaderAndIsr
+            self.state_change_log.record(
+                f"isr-{why}-failed", tp=hosted.tp, proposed=list(new_isr), error=str(e)
+            )
+            if hosted.leader_state is not None:
+                hosted.leader_state.apply_isr(frozenset(old_isr), self._now())
+            return
+        finally:
+            hosted.isr_write_in_flight = False
+        if hosted.leader_state is None or hosted.leader_epoch != leader_epoch:
+            return
+        hosted.zk_version = version
+        advanced = hosted.leader_state.apply_isr(frozenset(new_isr), self._now())
+        self.state_change_log.record(
+            f"isr-{why}",
+            tp=hosted.tp,
+            old_isr=list(old_isr),
+            new_isr=list(new_isr),
+            zk_version=version,
+        )
+        self._on_high_watermark(hosted, advanced)
+        self.produce_purgatory.notify(hosted.tp)
+
+    # -- follower side ----------------------------------------------------------
+
+    def truncate(self, hosted: HostedPartition, offset: int) -> None:
+        if offset < hosted.log.log_end_offset:
+            self.state_change_log.record(
+                "truncate", tp=hosted.tp, to=offset, log_end_offset=hosted.log.log_end_offset
+            )
+            hosted.log.truncate_to(offset)
+        hosted.set_follower_high_watermark(min(hosted.high_watermark, hosted.log.log_end_offset))
+
+    def append_as_follower(
+        self,
+        hosted: HostedPartition,
+        records: bytes,
+        leader_high_watermark: int,
+        leader_log_start_offset: int,
+        now_ms: int,
+    ) -> None:
+        if records:
+            hosted.log.append_as_follower(records, now_ms)
+        if leader_log_start_offset > hosted.log.log_start_offset:
+            hosted.log.delete_records_before(
+                min(leader_log_start_offset, hosted.log.log_end_offset)
+            )
+        hosted.set_follower_high_watermark(
+            follower_high_watermark(hosted.log.log_end_offset, leader_high_watermark)
+        )
 
     # -- fetch ----------------------------------------------------------------
 
@@ -197,21 +394,26 @@ class ReplicaManager:
         max_bytes: int,
         replica_id: int = CONSUMER_REPLICA_ID,
         min_one_batch: bool = True,
+        current_leader_epoch: int = -1,
     ) -> FetchResult:
-        hosted = self.leader_partition(tp)
+        hosted = self.leader_partition(tp, current_leader_epoch)
         plog = hosted.log
-        is_consumer = replica_id == CONSUMER_REPLICA_ID
-        upper = hosted.high_watermark if is_consumer else plog.log_end_offset
+        if replica_id != CONSUMER_REPLICA_ID and replica_id not in hosted.replicas:
+            raise NotLeaderError(f"broker {replica_id} is not a replica of {tp}")
+        upper = hosted.high_watermark if replica_id == CONSUMER_REPLICA_ID else plog.log_end_offset
         if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"{tp}: fetch offset {fetch_offset} outside "
                 f"[{plog.log_start_offset}, {plog.log_end_offset}]"
             )
-        if fetch_offset >= upper:
-            data = b""
-        else:
-            data = plog.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch).records
-        return FetchResult(tp, data, hosted.high_watermark, plog.log_start_offset, plog.log_end_offset)
+        data = b""
+        if fetch_offset < upper:
+            data = plog.read(
+                fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch
+            ).records
+        return FetchResult(
+            tp, data, hosted.high_watermark, plog.log_start_offset, plog.log_end_offset
+        )
 
     def available_bytes(
         self, tp: TopicPartition, fetch_offset: int, replica_id: int, wanted: int
@@ -222,15 +424,17 @@ class ReplicaManager:
             return wanted  # an error is an answer: complete the fetch
         plog = hosted.log
         upper = hosted.high_watermark if replica_id == CONSUMER_REPLICA_ID else plog.log_end_offset
-        if fetch_offset >= upper or fetch_offset < plog.log_start_offset:
-            return wanted if fetch_offset > upper or fetch_offset < plog.log_start_offset else 0
+        if fetch_offset > upper or fetch_offset < plog.log_start_offset:
+            return wanted
+        if fetch_offset == upper:
+            return 0
         if wanted <= 1:
             return 1  # the common min_bytes=1: any data will do, no need to read it
         return plog.read(fetch_offset, wanted, max_offset=upper).size
 
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
         """DeleteRecords on the leader: advance the log start offset; returns the new
-        low watermark."""
+        low watermark. Followers follow through the log start offset in fetch responses."""
         hosted = self.leader_partition(tp)
         low = hosted.log.delete_records_before(offset)
         self.fetch_purgatory.notify(tp)
@@ -244,3 +448,18 @@ class ReplicaManager:
         self.log_manager.checkpoint_recovery_points()
         self.log_manager.checkpoint_log_start_offsets()
 
+
+def check_leader_epoch(hosted: HostedPartition, current_leader_epoch: int) -> None:
+    """KIP-320: a request naming an older leader epoch is fenced; a newer one means this
+    broker has not heard of the new leadership yet."""
+    if current_leader_epoch < 0 or current_leader_epoch == hosted.leader_epoch:
+        return
+    if current_leader_epoch < hosted.leader_epoch:
+        raise KafkaError(
+            f"{hosted.tp}: request leader epoch {current_leader_epoch} < {hosted.leader_epoch}",
+            code=ErrorCode.fenced_leader_epoch,
+        )
+    raise KafkaError(
+        f"{hosted.tp}: request leader epoch {current_leader_epoch} > {hosted.leader_epoch}",
+        code=ErrorCode.unknown_leader_epoch,
+    )

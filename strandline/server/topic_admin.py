@@ -83,7 +83,9 @@ class TopicAdmin:
             if replication_factor == -1:
                 replication_factor = self.config.default_replication_factor
             if num_partitions <= 0:
-                raise InvalidPartitionsError(f"number of partitions must be > 0, got {num_partitions}")
+                raise InvalidPartitionsError(
+                    f"number of partitions must be > 0, got {num_partitions}"
+                )
             brokers = self._live_broker_ids()
             if replication_factor <= 0 or replication_factor > len(brokers):
                 raise InvalidReplicationFactorError(
@@ -108,14 +110,19 @@ class TopicAdmin:
             await self._await_partitions(name, num_partitions, timeout_s)
         return CreatedTopic(name, num_partitions, replication_factor)
 
-    def _check_manual_assignment(self, assignment: dict[int, list[int]], expected_from: int) -> None:
+    def _check_manual_assignment(
+        self, assignment: dict[int, list[int]], expected_from: int
+    ) -> None:
         if sorted(assignment) != list(range(expected_from, expected_from + len(assignment))):
             raise InvalidPartitionsError(
-                f"assignment partitions {sorted(assignment)} are not consecutive from {expected_from}"
+                f"assignment partitions {sorted(assignment)} are not "
+                f"consecutive from {expected_from}"
             )
         sizes = {len(replicas) for replicas in assignment.values()}
         if len(sizes) != 1:
-            raise InvalidReplicationFactorError("every partition must have the same replication factor")
+            raise InvalidReplicationFactorError(
+                "every partition must have the same replication factor"
+            )
         live = set(self.metadata_cache.brokers)
         for p, replicas in assignment.items():
             if len(set(replicas)) != len(replicas):
@@ -161,7 +168,8 @@ class TopicAdmin:
         if new_assignments is not None:
             if len(new_assignments) != count - existing:
                 raise InvalidPartitionsError(
-                    f"{len(new_assignments)} assignments given for {count - existing} new partitions"
+                    f"{len(new_assignments)} assignments given for "
+                    f"{count - existing} new partitions"
                 )
             added = {existing + i: list(r) for i, r in enumerate(new_assignments)}
             self._check_manual_assignment({**added}, expected_from=existing)

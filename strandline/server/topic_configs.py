@@ -107,7 +107,9 @@ class TopicConfigs:
                 synonyms.append(ConfigSynonym(key.name, overrides[key.name], DYNAMIC_TOPIC_CONFIG))
             for broker_key, _factor in key.broker_keys:
                 if broker_key in broker:
-                    synonyms.append(ConfigSynonym(broker_key, broker[broker_key], STATIC_BROKER_CONFIG))
+                    synonyms.append(
+                        ConfigSynonym(broker_key, broker[broker_key], STATIC_BROKER_CONFIG)
+                    )
             synonyms.append(ConfigSynonym(key.name, kafka_defaults[key.name], DEFAULT_CONFIG))
             entries.append(
                 ConfigEntry(

@@ -42,7 +42,12 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             except KafkaError as e:
                 error = e.code
             partitions.append(
-                build(partition_cls, partition_index=p.partition_index, low_watermark=low, error_code=error)
+                build(
+                    partition_cls,
+                    partition_index=p.partition_index,
+                    low_watermark=low,
+                    error_code=error,
+                )
             )
         topics.append(build(topic_cls, name=t.name, partitions=tuple(partitions)))
     return build(

@@ -20,12 +20,15 @@ API_KEY = 1
 
 
 class _Wanted:
-    __slots__ = ("tp", "fetch_offset", "max_bytes")
+    __slots__ = ("tp", "fetch_offset", "max_bytes", "leader_epoch")
 
-    def __init__(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> None:
+    def __init__(
+        self, tp: TopicPartition, fetch_offset: int, max_bytes: int, leader_epoch: int
+    ) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.max_bytes = max_bytes
+        self.leader_epoch = leader_epoch
 
 
 @api(API_KEY, 4, 12)
@@ -33,11 +36,23 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     rm = ctx.replica_manager
     replica_id = request.replica_id
     wanted = [
-        _Wanted(TopicPartition(t.topic, p.partition), p.fetch_offset, p.partition_max_bytes)
+        _Wanted(
+            TopicPartition(t.topic, p.partition),
+            p.fetch_offset,
+            p.partition_max_bytes,
+            getattr(p, "current_leader_epoch", -1),
+        )
         for t in request.topics
         for p in t.partitions
     ]
     results = _collect(ctx, wanted, request.max_bytes, replica_id)
+    if replica_id >= 0:
+        # A follower's fetch offset is its LEO; record it only after reading, so this
+        # response carries the HW from before the update (seed 004).
+        now = ctx.now_ms()
+        for w in wanted:
+            if results[w.tp][0] == ErrorCode.none:
+                rm.on_follower_fetch(w.tp, replica_id, w.fetch_offset, now)
     total = sum(len(r[1]) for r in results.values())
     has_error = any(r[0] != ErrorCode.none for r in results.values())
     wait_s = request.max_wait.total_seconds()
@@ -77,6 +92,7 @@ def _collect(
                 min(w.max_bytes, max(budget, 0)),
                 replica_id=replica_id,
                 min_one_batch=budget == response_max_bytes,
+                current_leader_epoch=w.leader_epoch,
             )
         except KafkaError as e:
             hw, start = _offsets_or_unknown(ctx, w.tp)

@@ -13,7 +13,12 @@ from strandline.protocol.messages import build, response_class
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
 from strandline.server.context import BrokerContext
-from strandline.types import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
+from strandline.types import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    TopicPartition,
+)
 
 API_KEY = 2
 
@@ -29,7 +34,9 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
             try:
-                offset, timestamp, epoch = _lookup(ctx, tp, p.timestamp, request.replica_id)
+                offset, timestamp, epoch = _lookup(
+                    ctx, tp, p.timestamp, request.replica_id, getattr(p, "current_leader_epoch", -1)
+                )
                 error = ErrorCode.none
             except KafkaError as e:
                 offset, timestamp, epoch, error = -1, -1, -1, e.code
@@ -52,8 +59,10 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     )
 
 
-def _lookup(ctx: BrokerContext, tp: TopicPartition, timestamp: int, replica_id: int) -> tuple[int, int, int]:
-    hosted = ctx.replica_manager.leader_partition(tp)
+def _lookup(
+    ctx: BrokerContext, tp: TopicPartition, timestamp: int, replica_id: int, leader_epoch: int
+) -> tuple[int, int, int]:
+    hosted = ctx.replica_manager.leader_partition(tp, leader_epoch)
     plog = hosted.log
     if timestamp == EARLIEST_TIMESTAMP:
         offset = plog.log_start_offset

@@ -33,18 +33,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             tp = TopicPartition(t.topic, p.partition)
             error, epoch, end = ErrorCode.none, -1, -1
             try:
-                hosted = rm.leader_partition(tp)
-                if p.current_leader_epoch >= 0 and p.current_leader_epoch != hosted.leader_epoch:
-                    code = (
-                        ErrorCode.fenced_leader_epoch
-                        if p.current_leader_epoch < hosted.leader_epoch
-                        else ErrorCode.unknown_leader_epoch
-                    )
-                    raise KafkaError(
-                        f"{tp}: request epoch {p.current_leader_epoch}, leader epoch "
-                        f"{hosted.leader_epoch}",
-                        code=code,
-                    )
+                hosted = rm.leader_partition(tp, p.current_leader_epoch)
                 epoch, end = hosted.log.leader_epoch_cache.end_offset_for(
                     p.leader_epoch, hosted.log.log_end_offset
                 )

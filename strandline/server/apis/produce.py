@@ -22,7 +22,14 @@ log = logging.getLogger(__name__)
 
 
 class _PartitionOutcome:
-    __slots__ = ("error", "base_offset", "last_offset", "log_append_time", "log_start_offset", "message")
+    __slots__ = (
+        "error",
+        "base_offset",
+        "last_offset",
+        "log_append_time",
+        "log_start_offset",
+        "message",
+    )
 
     def __init__(self) -> None:
         self.error = ErrorCode.none
@@ -79,22 +86,18 @@ async def _await_replication(
     if not pending:
         return
 
-    def all_committed() -> bool:
-        return all(rm.is_committed(tp, o.last_offset) for tp, o in pending.items())
+    def all_completed() -> bool:
+        return all(
+            rm.produce_completion(tp, o.last_offset) is not None for tp, o in pending.items()
+        )
 
-    await rm.produce_purgatory.wait(pending, all_committed, timeout_s)
+    await rm.produce_purgatory.wait(pending, all_completed, timeout_s)
     for tp, o in pending.items():
-        hosted = rm.partitions.get(tp)
-        if hosted is None or not hosted.is_leader(rm.broker_id):
-            o.fail(ErrorCode.not_leader_or_follower, f"leadership of {tp} moved while waiting")
-        elif not rm.is_committed(tp, o.last_offset):
+        answer = rm.produce_completion(tp, o.last_offset)
+        if answer is None:
             o.fail(ErrorCode.request_timed_out, f"{tp}: not replicated to the ISR in time")
-        elif len(hosted.isr) < hosted.min_insync_replicas:
-            o.fail(
-                ErrorCode.not_enough_replicas_after_append,
-                f"{tp}: ISR shrank to {list(hosted.isr)} below "
-                f"min.insync.replicas={hosted.min_insync_replicas}",
-            )
+        elif answer != ErrorCode.none:
+            o.fail(answer, f"{tp}: {answer.name} while waiting for the ISR")
 
 
 def _response(version: int, request: Any, outcomes: dict[TopicPartition, _PartitionOutcome]) -> Any:

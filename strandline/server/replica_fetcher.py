@@ -1,0 +1,314 @@
+"""ReplicaFetcher: one task per (follower broker, leader broker) pulling its partitions.
+
+Each partition first settles where its log ends relative to the leader's
+(OffsetForLeaderEpoch, KIP-101/KIP-279: truncate by leader epoch, never blindly to the
+HW), then fetches from its LEO in multi-partition Fetch requests with this broker's
+replica id. The decisions come from the pure `FollowerState`; this module does I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.list_offsets.v7 import request as list_offsets_v7
+from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
+
+from strandline.client.connection import KafkaConnection
+from strandline.controller.requests import BrokerInfo
+from strandline.errors import KafkaError
+from strandline.replication.follower import FetchState
+from strandline.replication.truncation import EpochEndOffset, truncation_on_offset_out_of_range
+from strandline.server.replica_manager import HostedPartition, ReplicaManager
+from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
+
+log = logging.getLogger(__name__)
+
+FETCH_MAX_WAIT = datetime.timedelta(milliseconds=500)
+PARTITION_MAX_BYTES = 1 << 20
+RESPONSE_MAX_BYTES = 10 << 20
+BACKOFF_S = 0.1
+REQUEST_TIMEOUT_S = 10.0
+
+# Errors after which the partition waits for the controller's next LeaderAndIsr.
+_LEADERSHIP_ERRORS = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+}
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaFetcherManager, leader: BrokerInfo) -> None:
+        self.manager = manager
+        self.leader = leader
+        self.partitions: set[TopicPartition] = set()
+        self._conn: KafkaConnection | None = None
+        self._wakeup = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replica-fetcher-{manager.broker_id}-{leader.broker_id}"
+        )
+
+    @property
+    def rm(self) -> ReplicaManager:
+        return self.manager.replica_manager
+
+    def add(self, tps: set[TopicPartition]) -> None:
+        self.partitions |= tps
+        self._wakeup.set()
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping regardless
+            pass
+        if self._conn is not None:
+            await self._conn.close()
+
+    def _hosted(self) -> dict[TopicPartition, HostedPartition]:
+        """Our partitions that still follow this leader (a LeaderAndIsr may have moved them)."""
+        result = {}
+        for tp in list(self.partitions):
+            hosted = self.rm.partitions.get(tp)
+            if (
+                hosted is None
+                or hosted.follower_state is None
+                or hosted.leader != self.leader.broker_id
+            ):
+                self.partitions.discard(tp)
+                continue
+            result[tp] = hosted
+        return result
+
+    async def _connection(self) -> KafkaConnection:
+        if self._conn is None or self._conn.closed:
+            self._conn = await KafkaConnection.open(
+                self.leader.host,
+                self.leader.port,
+                client_id=f"replica-fetcher-{self.manager.broker_id}",
+            )
+        return self._conn
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            try:
+                conn = await self._connection()
+                await self._truncate(conn)
+                await self._fetch(conn)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the leader may be gone: back off, retry
+                log.debug("fetcher to broker %d: %s", self.leader.broker_id, e)
+                if self._conn is not None:
+                    await self._conn.close()
+                    self._conn = None
+                await asyncio.sleep(BACKOFF_S)
+
+    async def _truncate(self, conn: KafkaConnection) -> None:
+        """OffsetForLeaderEpoch for every partition still settling its log end."""
+        while True:
+            pending = {
+                tp: h
+                for tp, h in self._hosted().items()
+                if h.follower_state is not None
+                and h.follower_state.fetch_state is FetchState.TRUNCATING
+            }
+            if not pending:
+                return
+            request = epoch_v4.OffsetForLeaderEpochRequest(
+                replica_id=self.manager.broker_id,
+                topics=tuple(
+                    epoch_v4.OffsetForLeaderTopic(
+                        topic=topic,
+                        partitions=tuple(
+                            epoch_v4.OffsetForLeaderPartition(
+                                partition=tp.partition,
+                                current_leader_epoch=h.leader_epoch,
+                                leader_epoch=h.log.leader_epoch_cache.latest_epoch,
+                            )
+                            for tp, h in pending.items()
+                            if tp.topic == topic
+                        ),
+                    )
+                    for topic in sorted({tp.topic for tp in pending})
+                ),
+            )
+            response = await conn.send(request, timeout=REQUEST_TIMEOUT_S)
+            retry = False
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.topic, p.partition)
+                    hosted = pending.get(tp)
+                    if hosted is None or hosted.follower_state is None:
+                        continue
+                    if p.error_code != ErrorCode.none:
+                        self._on_partition_error(tp, p.error_code)
+                        retry = True
+                        continue
+                    decision = hosted.follower_state.on_epoch_answer(
+                        hosted.log.leader_epoch_cache,
+                        hosted.log.log_end_offset,
+                        hosted.high_watermark,
+                        EpochEndOffset(p.leader_epoch, p.end_offset),
+                    )
+                    self.rm.truncate(hosted, decision.offset)
+                    if not decision.truncation_completed:
+                        retry = True
+            if retry:
+                # KIP-279 asks again with the epoch now latest; errors back off first.
+                await asyncio.sleep(BACKOFF_S)
+                if not any(
+                    h.follower_state is not None
+                    and h.follower_state.fetch_state is FetchState.TRUNCATING
+                    for h in self._hosted().values()
+                ):
+                    return
+
+    async def _fetch(self, conn: KafkaConnection) -> None:
+        hosted = {
+            tp: h
+            for tp, h in self._hosted().items()
+            if h.follower_state is not None and h.follower_state.fetch_state is FetchState.FETCHING
+        }
+        if not hosted:
+            await asyncio.sleep(BACKOFF_S)
+            return
+        sent = {tp: (h.log.log_end_offset, h.leader_epoch) for tp, h in hosted.items()}
+        request = fetch_v12.FetchRequest(
+            replica_id=self.manager.broker_id,
+            max_wait=FETCH_MAX_WAIT,
+            min_bytes=1,
+            max_bytes=RESPONSE_MAX_BYTES,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(
+                fetch_v12.FetchTopic(
+                    topic=topic,
+                    partitions=tuple(
+                        fetch_v12.FetchPartition(
+                            partition=tp.partition,
+                            current_leader_epoch=sent[tp][1],
+                            fetch_offset=sent[tp][0],
+                            last_fetched_epoch=-1,
+                            log_start_offset=h.log.log_start_offset,
+                            partition_max_bytes=PARTITION_MAX_BYTES,
+                        )
+                        for tp, h in hosted.items()
+                        if tp.topic == topic
+                    ),
+                )
+                for topic in sorted({tp.topic for tp in hosted})
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        response = await conn.send(request, timeout=REQUEST_TIMEOUT_S)
+        now = int(time.time() * 1000)
+        for t in response.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition_index)
+                h = self.rm.partitions.get(tp)
+                if h is None or h.follower_state is None or tp not in sent:
+                    continue
+                fetch_offset, epoch = sent[tp]
+                if p.error_code == ErrorCode.offset_out_of_range:
+                    await self._on_out_of_range(conn, h)
+                    continue
+                if p.error_code != ErrorCode.none:
+                    self._on_partition_error(tp, p.error_code)
+                    continue
+                if not h.follower_state.accepts_fetch_response(
+                    fetch_offset, epoch, h.log.log_end_offset
+                ):
+                    continue
+                try:
+                    self.rm.append_as_follower(
+                        h, p.records or b"", p.high_watermark, p.log_start_offset, now
+                    )
+                except KafkaError as e:
+                    log.error("follower append to %s failed: %s", tp, e)
+
+    async def _on_out_of_range(self, conn: KafkaConnection, hosted: HostedPartition) -> None:
+        """Ask the leader for its log start and end, then truncate as Kafka does."""
+        request = list_offsets_v7.ListOffsetsRequest(
+            replica_id=self.manager.broker_id,
+            isolation_level=0,
+            topics=(
+                list_offsets_v7.ListOffsetsTopic(
+                    name=hosted.tp.topic,
+                    partitions=tuple(
+                        list_offsets_v7.ListOffsetsPartition(
+                            partition_index=hosted.tp.partition,
+                            current_leader_epoch=hosted.leader_epoch,
+                            timestamp=ts,
+                        )
+                        for ts in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)
+                    ),
+                ),
+            ),
+        )
+        response: Any = await conn.send(request, timeout=REQUEST_TIMEOUT_S)
+        answers = response.topics[0].partitions
+        if any(a.error_code != ErrorCode.none for a in answers):
+            await asyncio.sleep(BACKOFF_S)
+            return
+        leader_start, leader_end = answers[0].offset, answers[1].offset
+        truncate_to, next_offset = truncation_on_offset_out_of_range(
+            hosted.log.log_end_offset, leader_start, leader_end
+        )
+        if next_offset > hosted.log.log_end_offset:
+            self.rm.state_change_log.record(
+                "follower-restart-at-leader-start", tp=hosted.tp, offset=next_offset
+            )
+            hosted.log.truncate_fully_and_start_at(next_offset)
+            hosted.set_follower_high_watermark(next_offset)
+        else:
+            self.rm.truncate(hosted, truncate_to)
+
+    def _on_partition_error(self, tp: TopicPartition, error: ErrorCode) -> None:
+        if error in _LEADERSHIP_ERRORS:
+            log.info("fetcher: %s answered %s; waiting for new leadership", tp, error.name)
+            self.partitions.discard(tp)
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker_id: int, replica_manager: ReplicaManager) -> None:
+        self.broker_id = broker_id
+        self.replica_manager = replica_manager
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def add_partitions(self, partitions: dict[TopicPartition, BrokerInfo]) -> None:
+        self.remove_partitions(set(partitions))
+        by_leader: dict[int, set[TopicPartition]] = {}
+        for tp, leader in partitions.items():
+            by_leader.setdefault(leader.broker_id, set()).add(tp)
+            fetcher = self.fetchers.get(leader.broker_id)
+            if fetcher is None or (fetcher.leader.host, fetcher.leader.port) != (
+                leader.host,
+                leader.port,
+            ):
+                if fetcher is not None:
+                    asyncio.get_running_loop().create_task(fetcher.stop())
+                self.fetchers[leader.broker_id] = ReplicaFetcher(self, leader)
+        for leader_id, tps in by_leader.items():
+            self.fetchers[leader_id].add(tps)
+
+    def remove_partitions(self, tps: set[TopicPartition]) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.partitions -= tps
+
+    async def shutdown(self) -> None:
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+        self.fetchers.clear()
