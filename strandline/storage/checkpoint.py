@@ -1,0 +1,92 @@
+"""Kafka's checkpoint files, written atomically (tmp + fsync + rename + dir fsync).
+
+Offset checkpoints (`recovery-point-offset-checkpoint`, `replication-offset-checkpoint`,
+`log-start-offset-checkpoint`) hold a version line `0`, a count line, then one
+`topic partition offset` line per partition.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from strandline.types import TopicPartition
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+CHECKPOINT_VERSION = 0
+
+
+class CheckpointFormatError(ValueError):
+    pass
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text` so that a crash leaves either the old or the new file."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        data = text.encode()
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or create inside `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def render_offsets(offsets: dict[TopicPartition, int]) -> str:
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    for tp in sorted(offsets):
+        lines.append(f"{tp.topic} {tp.partition} {offsets[tp]}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_offsets(text: str) -> dict[TopicPartition, int]:
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise CheckpointFormatError("checkpoint lacks the version and count lines")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CheckpointFormatError(f"unknown checkpoint version {lines[0]!r}")
+    try:
+        expected = int(lines[1])
+    except ValueError as exc:
+        raise CheckpointFormatError(f"bad count line {lines[1]!r}") from exc
+    entries = [line for line in lines[2:] if line.strip()]
+    if len(entries) != expected:
+        raise CheckpointFormatError(f"expected {expected} entries, found {len(entries)}")
+    offsets: dict[TopicPartition, int] = {}
+    for line in entries:
+        parts = line.split()
+        if len(parts) != 3:
+            raise CheckpointFormatError(f"malformed checkpoint line {line!r}")
+        topic, partition, offset = parts
+        offsets[TopicPartition(topic, int(partition))] = int(offset)
+    return offsets
+
+
+def write_offsets(path: Path, offsets: dict[TopicPartition, int]) -> None:
+    write_atomically(path, render_offsets(offsets))
+
+
+def read_offsets(path: Path) -> dict[TopicPartition, int]:
+    """The checkpoint's offsets; an absent file is an empty checkpoint."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    return parse_offsets(text)

@@ -1,0 +1,168 @@
+"""Sparse segment indexes in Kafka's file layout.
+
+`.index`: entries of (relative offset u32, file position u32), one per
+`index.interval.bytes` of log. `.timeindex`: entries of (timestamp i64, relative offset
+u32), the largest timestamp seen so far and the offset where it was first reached.
+Entries live in memory (arrays) and are appended to the file as they are made; the
+file has exactly as many bytes as entries (Kafka's size after trimming).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from array import array
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+Writer = Callable[[int, bytes | bytearray | memoryview, int], int]
+
+_OFFSET_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
+
+
+class IndexCorruptError(ValueError):
+    pass
+
+
+def write_fully(writer: Writer, fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = writer(fd, view, pos)
+        view = view[written:]
+        pos += written
+
+
+class _SparseIndex:
+    """Two parallel arrays (key, value) backed by an append-only file of fixed entries."""
+
+    ENTRY: struct.Struct
+    KEY_TYPE: str
+    VALUE_TYPE: str
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_entries)
+        self.keys: array[int] = array(self.KEY_TYPE)
+        self.values: array[int] = array(self.VALUE_TYPE)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.keys) >= self.max_entries
+
+    def load(self) -> None:
+        """Read the file; raises IndexCorruptError when it cannot be trusted."""
+        size = os.fstat(self.fd).st_size
+        if size % self.ENTRY.size:
+            raise IndexCorruptError(f"{self.path} size {size} is not a multiple of an entry")
+        data = os.pread(self.fd, size, 0)
+        keys: array[int] = array(self.KEY_TYPE)
+        values: array[int] = array(self.VALUE_TYPE)
+        for key, value in self.ENTRY.iter_unpack(data):
+            keys.append(key)
+            values.append(value)
+        self.keys, self.values = keys, values
+        self._check()
+
+    def _check(self) -> None:
+        keys = self.keys
+        for i in range(1, len(keys)):
+            if keys[i] <= keys[i - 1]:
+                raise IndexCorruptError(f"{self.path} entry {i} is not increasing")
+
+    def encode(self, entries: Sequence[tuple[int, int]]) -> bytes:
+        pack = self.ENTRY.pack
+        return b"".join(pack(key, value) for key, value in entries)
+
+    def append_entries(self, writer: Writer, entries: Sequence[tuple[int, int]]) -> None:
+        """Write entries (already relative) at the end; memory changes only on success."""
+        if not entries:
+            return
+        write_fully(writer, self.fd, self.encode(entries), len(self.keys) * self.ENTRY.size)
+        for key, value in entries:
+            self.keys.append(key)
+            self.values.append(value)
+
+    def truncate_entries(self, count: int) -> None:
+        del self.keys[count:]
+        del self.values[count:]
+        os.ftruncate(self.fd, count * self.ENTRY.size)
+
+    def reset(self, writer: Writer, entries: Sequence[tuple[int, int]]) -> None:
+        os.ftruncate(self.fd, 0)
+        self.keys = array(self.KEY_TYPE)
+        self.values = array(self.VALUE_TYPE)
+        self.append_entries(writer, entries)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class OffsetIndex(_SparseIndex):
+    ENTRY = _OFFSET_ENTRY
+    KEY_TYPE = "L"
+    VALUE_TYPE = "L"
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or below `offset`; (base, 0) if none."""
+        i = bisect.bisect_right(self.keys, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self.keys[i], self.values[i]
+
+    def entries_below(self, offset: int) -> int:
+        return bisect.bisect_left(self.keys, offset - self.base_offset)
+
+    @property
+    def last_position(self) -> int:
+        return self.values[-1] if self.values else 0
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.keys[-1] if self.keys else self.base_offset
+
+
+class TimeIndex(_SparseIndex):
+    ENTRY = _TIME_ENTRY
+    KEY_TYPE = "q"
+    VALUE_TYPE = "L"
+
+    def _check(self) -> None:
+        super()._check()
+        values = self.values
+        for i in range(1, len(values)):
+            if values[i] < values[i - 1]:
+                raise IndexCorruptError(f"{self.path} entry {i} offset goes backwards")
+
+    def lookup(self, timestamp: int) -> int:
+        """Offset of the last entry with timestamp <= `timestamp`; the base if none."""
+        i = bisect.bisect_right(self.keys, timestamp) - 1
+        if i < 0:
+            return self.base_offset
+        return self.base_offset + self.values[i]
+
+    def entries_below(self, offset: int) -> int:
+        return bisect.bisect_left(self.values, offset - self.base_offset)
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.keys[-1] if self.keys else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.values[-1] if self.values else self.base_offset

@@ -1,0 +1,654 @@
+"""A partition's log: an ordered list of segments in `<log.dir>/<topic>-<partition>/`.
+
+The Log assigns offsets (leader) or keeps them (follower), rolls segments by size, age
+and index capacity, flushes by `flush.messages` / `flush.ms`, applies retention by whole
+segments, truncates for followers, and on open recovers the segments after the
+recovery point (CRC32C check of every batch, torn tail cut, indexes rebuilt).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from strandline.errors import InvalidRecordError, OffsetOutOfRangeError, StorageError
+from strandline.protocol.record_batch import (
+    assign_offsets,
+    iter_batches,
+    validate_for_append,
+)
+from strandline.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir, write_atomically
+from strandline.storage.config import LogConfig
+from strandline.storage.disk import DEFAULT_WRITER
+from strandline.storage.index import Writer
+from strandline.storage.leader_epoch_cache import (
+    LeaderEpochCache,
+    parse_checkpoint,
+    render_checkpoint,
+)
+from strandline.storage.segment import LOG_SUFFIX, LogSegment
+from strandline.types import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+# Leftovers of an interrupted write, rename or delete: never part of the log.
+_STALE_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+
+
+class UnexpectedAppendOffsetError(InvalidRecordError):
+    """A follower append whose first offset is below the log end offset."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 for CreateTime topics
+    record_count: int
+    max_timestamp: int
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSlice:
+    """Whole batches read from one segment, as file bytes."""
+
+    records: bytes
+    first_offset: int  # baseOffset of the first batch (may be below the requested offset)
+    next_offset: int  # offset after the last batch returned
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size(self) -> int:
+        return len(self.records)
+
+
+class Log:
+    def __init__(
+        self, directory: Path, tp: TopicPartition, config: LogConfig, writer: Writer, now_ms: int
+    ) -> None:
+        self.dir = directory
+        self.tp = tp
+        self.config = config
+        self.writer = writer
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self.leader_epoch_cache = LeaderEpochCache()
+        self.unflushed_messages = 0
+        self.last_flush_ms = now_ms
+        self.closed = False
+
+    # ================================================================== opening
+
+    @classmethod
+    def open(
+        cls,
+        dir: Path,
+        tp: TopicPartition,
+        config: LogConfig,
+        *,
+        recovery_point: int,
+        log_start_offset: int,
+        now_ms: int,
+        clean_shutdown: bool = False,
+        writer: Writer = DEFAULT_WRITER,
+    ) -> Log:
+        """Open (creating if needed) the log in `dir`, recovering after `recovery_point`."""
+        try:
+            dir.mkdir(parents=True, exist_ok=True)
+            log = cls(dir, tp, config, writer, now_ms)
+            log._load(recovery_point, log_start_offset, now_ms, clean_shutdown)
+        except OSError as exc:
+            raise StorageError(f"cannot open log {tp} in {dir}: {exc}") from exc
+        return log
+
+    def _new_segment(self, base_offset: int, created_ms: int) -> LogSegment:
+        segment = LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_entries=self.config.segment_index_bytes // 8,
+            writer=self.writer,
+            created_ms=created_ms,
+        )
+        return segment
+
+    def _load(
+        self, recovery_point: int, log_start_offset: int, now_ms: int, clean_shutdown: bool
+    ) -> None:
+        bases = self._clean_directory()
+        for base in bases:
+            mtime_ms = int((self.dir / f"{base:020d}{LOG_SUFFIX}").stat().st_mtime * 1000)
+            self.segments.append(self._new_segment(base, mtime_ms))
+        self._bases = [s.base_offset for s in self.segments]
+
+        recover_from = len(self.segments)
+        if not clean_shutdown and self.segments:
+            recover_from = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        for segment in self.segments[:recover_from]:
+            segment.load()
+        recovered = self._recover_segments(recover_from)
+
+        if not self.segments:
+            self.segments.append(self._new_segment(log_start_offset, now_ms))
+            self._bases = [log_start_offset]
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            # The checkpointed start lies past the surviving data (e.g. it was all deleted).
+            self._replace_all_segments(self.log_start_offset, now_ms)
+        if recovered:
+            self.flush(now_ms)
+        self.recovery_point = (
+            self.log_end_offset
+            if clean_shutdown or recovered
+            else min(recovery_point, self.log_end_offset)
+        )
+        self._load_leader_epoch_cache()
+
+    def _clean_directory(self) -> list[int]:
+        """Remove leftovers and orphan indexes; return the base offsets of `.log` files."""
+        names = os.listdir(self.dir)
+        bases = set()
+        for name in names:
+            match = _SEGMENT_FILE.match(name)
+            if match and match.group(2) == "log":
+                bases.add(int(match.group(1)))
+        for name in names:
+            path = self.dir / name
+            match = _SEGMENT_FILE.match(name)
+            stale = name.endswith(_STALE_SUFFIXES) and not name.startswith(LEADER_EPOCH_CHECKPOINT)
+            orphan = match is not None and int(match.group(1)) not in bases
+            if stale or orphan or name == LEADER_EPOCH_CHECKPOINT + ".tmp":
+                logger.info("removing stale file", extra={"tp": str(self.tp), "file": name})
+                path.unlink(missing_ok=True)
+        return sorted(bases)
+
+    def _recover_segments(self, start: int) -> bool:
+        """CRC-check segments[start:]; cut at the first bad batch and drop what follows."""
+        if start >= len(self.segments):
+            return False
+        for i in range(start, len(self.segments)):
+            segment = self.segments[i]
+            result = segment.recover(verify_crc=True, dense=self.config.cleanup_policy == "delete")
+            if result.truncated_bytes:
+                dropped = self.segments[i + 1 :]
+                logger.warning(
+                    "log recovery cut a torn or corrupt tail: tp=%s segment=%d position=%d "
+                    "truncated_bytes=%d dropped_segments=%s reason=%s",
+                    self.tp,
+                    segment.base_offset,
+                    segment.size,
+                    result.truncated_bytes,
+                    [s.base_offset for s in dropped],
+                    result.reason,
+                    extra={
+                        "tp": str(self.tp),
+                        "segment": segment.base_offset,
+                        "position": segment.size,
+                        "truncated_bytes": result.truncated_bytes,
+                        "dropped_segments": [s.base_offset for s in dropped],
+                        "reason": result.reason,
+                    },
+                )
+                for later in dropped:
+                    later.delete()
+                del self.segments[i + 1 :]
+                break
+        # A recovered segment that ended up empty is useless unless it is the last one.
+        while (
+            len(self.segments) > 1
+            and self.segments[-1].is_empty
+            and (self.segments[-2].next_offset > self.segments[-1].base_offset)
+        ):
+            self.segments.pop().delete()
+        self._bases = [s.base_offset for s in self.segments]
+        return True
+
+    # ================================================================== epoch cache
+
+    @property
+    def _epoch_checkpoint_path(self) -> Path:
+        return self.dir / LEADER_EPOCH_CHECKPOINT
+
+    def _load_leader_epoch_cache(self) -> None:
+        path = self._epoch_checkpoint_path
+        entries = []
+        try:
+            entries = parse_checkpoint(path.read_text())
+        except FileNotFoundError:
+            pass
+        except ValueError as exc:
+            logger.warning("ignoring unreadable leader-epoch-checkpoint of %s: %s", self.tp, exc)
+        cache = LeaderEpochCache(entries)
+        before = cache.entries
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch_cache = cache
+        if cache.entries != before or not path.exists():
+            self._write_epoch_checkpoint(cache)
+
+    def _write_epoch_checkpoint(self, cache: LeaderEpochCache) -> None:
+        write_atomically(self._epoch_checkpoint_path, render_checkpoint(cache.entries))
+
+    def _update_epoch_cache(self, change: LeaderEpochCache) -> None:
+        """Persist a changed cache first, then adopt it: memory never runs ahead of disk."""
+        if change.entries != self.leader_epoch_cache.entries:
+            self._write_epoch_checkpoint(change)
+            self.leader_epoch_cache = change
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """A new leader epoch starts at `start_offset` (this broker became leader)."""
+        cache = self.leader_epoch_cache.copy()
+        if cache.assign(epoch, start_offset):
+            self._guarded(lambda: self._update_epoch_cache(cache), "leader-epoch-checkpoint write")
+
+    # ================================================================== properties
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self.segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for segment in self.segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    # ================================================================== appending
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+    ) -> AppendInfo:
+        self._check_open()
+        validated = validate_for_append(records, self.config.max_message_bytes)
+        buf = bytearray(records)
+        append_time = now_ms if self.config.log_append_time else None
+        first_offset = self.log_end_offset
+        next_offset = assign_offsets(
+            buf, first_offset, leader_epoch, log_append_time_ms=append_time
+        )
+        batches = []
+        offset = first_offset
+        for header in validated.batches:
+            last_offset = offset + header.last_offset_delta
+            max_timestamp = header.max_timestamp if append_time is None else append_time
+            batches.append((header.position, offset, header.size, last_offset, max_timestamp))
+            offset = last_offset + 1
+        cache = None
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            cache = self.leader_epoch_cache.copy()
+            cache.assign(leader_epoch, first_offset)
+        self._append(buf, batches, now_ms, validated.record_count, cache)
+        return AppendInfo(
+            first_offset=first_offset,
+            last_offset=next_offset - 1,
+            log_append_time_ms=-1 if append_time is None else append_time,
+            record_count=validated.record_count,
+            max_timestamp=validated.max_timestamp if append_time is None else append_time,
+            size=len(buf),
+        )
+
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, now_ms: int
+    ) -> AppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and epochs."""
+        self._check_open()
+        if len(records) == 0:
+            leo = self.log_end_offset
+            return AppendInfo(leo, leo - 1, -1, 0, -1)
+        headers = list(iter_batches(records, verify_crc=True))
+        expected = self.log_end_offset
+        cache = self.leader_epoch_cache.copy()
+        record_count = 0
+        max_timestamp = -1
+        for header in headers:
+            if header.base_offset < expected:
+                raise UnexpectedAppendOffsetError(
+                    f"{self.tp}: batch base offset {header.base_offset} is below {expected}"
+                )
+            expected = header.next_offset
+            record_count += header.record_count
+            max_timestamp = max(max_timestamp, header.max_timestamp)
+            if header.partition_leader_epoch >= 0:
+                cache.assign(header.partition_leader_epoch, header.base_offset)
+        batches = [
+            (h.position, h.base_offset, h.size, h.last_offset, h.max_timestamp) for h in headers
+        ]
+        changed = cache if cache.entries != self.leader_epoch_cache.entries else None
+        self._append(records, batches, now_ms, record_count, changed)
+        return AppendInfo(
+            first_offset=headers[0].base_offset,
+            last_offset=headers[-1].last_offset,
+            log_append_time_ms=-1,
+            record_count=record_count,
+            max_timestamp=max_timestamp,
+            size=len(records),
+        )
+
+    def _append(
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: list[tuple[int, int, int, int, int]],
+        now_ms: int,
+        record_count: int,
+        cache: LeaderEpochCache | None,
+    ) -> None:
+        """Write, all or nothing: on OSError the log is exactly as before the call.
+
+        `batches`: (position in data, base offset, size, last offset, max timestamp).
+        """
+        first_offset = batches[0][1]
+        last_offset = batches[-1][3]
+        rolled_from: LogSegment | None = None
+        try:
+            if cache is not None:
+                # The epoch entry may safely run ahead of the data (it names the next offset).
+                self._update_epoch_cache(cache)
+            if self._should_roll(len(data), first_offset, last_offset, now_ms):
+                rolled_from = self.active_segment
+                self._roll(first_offset, now_ms)
+            self.active_segment.append(data, batches)
+        except OSError as exc:
+            if rolled_from is not None and self.active_segment is not rolled_from:
+                self._undo_roll()
+            raise StorageError(f"append to {self.tp} failed: {exc}") from exc
+        self.unflushed_messages += record_count
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush(now_ms)
+
+    def _should_roll(self, size: int, first_offset: int, last_offset: int, now_ms: int) -> bool:
+        segment = self.active_segment
+        if not segment.can_hold(last_offset):
+            return True
+        if segment.is_empty:
+            # Keep a segment's base equal to its first offset (a follower may start higher).
+            return first_offset != segment.base_offset
+        return (
+            segment.size + size > self.config.segment_bytes
+            or self._time_to_roll(segment, now_ms)
+            or segment.offset_index.is_full
+            or segment.time_index.is_full
+        )
+
+    def _time_to_roll(self, segment: LogSegment, now_ms: int) -> bool:
+        # Kafka's jitter, derived from the base offset so that a replay rolls identically.
+        jitter = segment.base_offset % (self.config.segment_jitter_ms + 1)
+        return now_ms - segment.rolling_based_timestamp > self.config.segment_ms - jitter
+
+    def _roll(self, new_base: int, now_ms: int) -> None:
+        old = self.active_segment
+        if old.is_empty:
+            # An empty active segment is replaced, not kept behind the new one.
+            self.segments.pop()
+            old.delete()
+        else:
+            old.on_become_inactive()
+            old.flush()
+            self.recovery_point = max(self.recovery_point, old.next_offset)
+        segment = self._new_segment(new_base, now_ms)
+        if segment.size:
+            # A leftover file at this base (an interrupted delete): start it clean.
+            os.ftruncate(segment.fd, 0)
+            segment.size = segment.flushed_size = 0
+            segment.recover(verify_crc=False)
+        self.segments.append(segment)
+        self._bases = [s.base_offset for s in self.segments]
+        fsync_dir(self.dir)
+
+    def _undo_roll(self) -> None:
+        self.segments.pop().delete()
+        self._bases = [s.base_offset for s in self.segments]
+
+    def maybe_roll(self, now_ms: int) -> None:
+        """Roll a non-empty active segment that has reached `segment.ms`."""
+        segment = self.active_segment
+        if not segment.is_empty and self._time_to_roll(segment, now_ms):
+            self._guarded(lambda: self._roll(self.log_end_offset, now_ms), "roll")
+
+    # ================================================================== reading
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchSlice:
+        self._check_open()
+        leo = self.log_end_offset
+        if start_offset < self.log_start_offset or start_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{self.log_start_offset}, {leo}] of {self.tp}"
+            )
+        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        offset = start_offset
+        try:
+            for segment in self.segments[i:]:
+                if max_offset is not None and offset >= max_offset:
+                    break
+                if offset < segment.next_offset:
+                    got = segment.read(offset, max_bytes, max_offset, min_one_batch)
+                    if got is not None:
+                        return FetchSlice(
+                            got.records,
+                            got.first_offset,
+                            got.next_offset,
+                            self.log_start_offset,
+                            leo,
+                        )
+                    break
+                offset = max(offset, segment.next_offset)
+        except OSError as exc:
+            raise StorageError(f"read from {self.tp} failed: {exc}") from exc
+        return FetchSlice(b"", start_offset, start_offset, self.log_start_offset, leo)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`."""
+        self._check_open()
+        for segment in self.segments:
+            if segment.next_offset <= self.log_start_offset:
+                continue
+            if segment.max_timestamp >= timestamp_ms:
+                found = segment.find_offset_by_timestamp(timestamp_ms, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # ================================================================== truncation
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation: drop every batch holding an offset >= `offset`."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+
+        def cut() -> None:
+            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+                self.segments.pop().delete()
+            self._bases = [s.base_offset for s in self.segments]
+            self.active_segment.truncate_to(offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            cache = self.leader_epoch_cache.copy()
+            cache.truncate_from_end(self.log_end_offset)
+            self._update_epoch_cache(cache)
+
+        self._guarded(cut, "truncate")
+        logger.info("truncated %s to %d", self.tp, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._check_open()
+
+        def restart() -> None:
+            self._replace_all_segments(offset, None)
+            self.log_start_offset = offset
+            self.recovery_point = offset
+            self._update_epoch_cache(LeaderEpochCache())
+
+        self._guarded(restart, "truncate fully")
+
+    def _replace_all_segments(self, offset: int, now_ms: int | None) -> None:
+        created_ms = now_ms if now_ms is not None else self.active_segment.created_ms
+        for segment in self.segments:
+            segment.delete()
+        self.segments = [self._new_segment(offset, created_ms)]
+        self._bases = [offset]
+        self.recovery_point = min(self.recovery_point, offset)
+        fsync_dir(self.dir)
+
+    # ================================================================== retention
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset; returns the new log start offset."""
+        self._check_open()
+        if offset > self.log_end_offset or offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot delete before {offset}: log end offset of {self.tp} is "
+                f"{self.log_end_offset}"
+            )
+        if offset > self.log_start_offset:
+            self._advance_log_start(offset)
+            self._delete_segments_below_start()
+        return self.log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        self.log_start_offset = offset
+        cache = self.leader_epoch_cache.copy()
+        cache.truncate_from_start(offset)
+        self._guarded(lambda: self._update_epoch_cache(cache), "checkpoint leader epochs")
+
+    def _delete_segments_below_start(self) -> int:
+        count = 0
+        for i in range(len(self.segments) - 1):
+            if self.segments[i + 1].base_offset <= self.log_start_offset:
+                count += 1
+            else:
+                break
+        return self._delete_oldest(count, "log start offset", None)
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole old segments by retention.ms and retention.bytes; returns how many."""
+        self._check_open()
+        deleted = 0
+        if self.config.delete_enabled:
+            if self.config.retention_ms >= 0:
+                count = 0
+                for segment in self.segments:
+                    if segment.is_empty:
+                        break
+                    if now_ms - segment.largest_timestamp > self.config.retention_ms:
+                        count += 1
+                    else:
+                        break
+                deleted += self._delete_oldest(count, "retention.ms", now_ms)
+            if self.config.retention_bytes >= 0:
+                excess = self.size_in_bytes - self.config.retention_bytes
+                count = 0
+                for segment in self.segments:
+                    if segment.is_empty or excess - segment.size < 0:
+                        break
+                    excess -= segment.size
+                    count += 1
+                deleted += self._delete_oldest(count, "retention.bytes", now_ms)
+        deleted += self._delete_segments_below_start()
+        return deleted
+
+    def _delete_oldest(self, count: int, reason: str, now_ms: int | None) -> int:
+        if count <= 0:
+            return 0
+
+        def delete() -> None:
+            if count >= len(self.segments):
+                # Every segment is due, the active one too: roll so the log keeps its end.
+                self._roll(self.log_end_offset, now_ms if now_ms is not None else 0)
+            doomed = self.segments[:count]
+            del self.segments[:count]
+            self._bases = [s.base_offset for s in self.segments]
+            for segment in doomed:
+                segment.delete()
+            logger.info(
+                "deleted %d segment(s) of %s by %s: %s",
+                len(doomed),
+                self.tp,
+                reason,
+                [s.base_offset for s in doomed],
+            )
+            new_start = self.segments[0].base_offset
+            if new_start > self.log_start_offset:
+                self._advance_log_start(new_start)
+
+        self._guarded(delete, "delete segments")
+        return count
+
+    # ================================================================== flushing, lifecycle
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment holding unflushed bytes; the recovery point becomes the LEO."""
+
+        def sync() -> None:
+            for segment in self.segments:
+                if segment.flushed_size != segment.size or segment is self.active_segment:
+                    segment.flush()
+
+        self._guarded(sync, "flush")
+        self.recovery_point = self.log_end_offset
+        self.unflushed_messages = 0
+        if now_ms is not None:
+            self.last_flush_ms = now_ms
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """The `flush.ms` policy, driven by the LogManager's tick."""
+        if self.recovery_point < self.log_end_offset and (
+            now_ms - self.last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush(now_ms)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        for segment in self.segments:
+            segment.close()
+        self.closed = True
+
+    def delete(self) -> None:
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StorageError(f"log {self.tp} is closed")
+
+    def _guarded(self, action: Callable[[], None], what: str) -> None:
+        try:
+            action()
+        except OSError as exc:
+            raise StorageError(f"{what} of {self.tp} failed: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.tp}, start={self.log_start_offset}, end={self.log_end_offset}, "
+            f"segments={len(self.segments)})"
+        )

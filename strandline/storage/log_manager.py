@@ -1,0 +1,277 @@
+"""All logs of one broker across its `log.dirs`, and the per-dir checkpoint files.
+
+Each log dir holds `meta.properties`, `recovery-point-offset-checkpoint`,
+`replication-offset-checkpoint`, `log-start-offset-checkpoint` and, after a clean
+shutdown, `.kafka_cleanshutdown` (which lets the next start skip deep validation).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from strandline.errors import StorageError
+from strandline.storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointFormatError,
+    read_offsets,
+    write_atomically,
+    write_offsets,
+)
+from strandline.storage.config import LogConfig
+from strandline.storage.disk import DEFAULT_WRITER
+from strandline.storage.index import Writer
+from strandline.storage.log import Log
+from strandline.types import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+# Kafka renames a log dir to `<topic>-<p>.<uuid>-delete` before removing it.
+_DELETED_DIR_SUFFIX = "-delete"
+
+
+class InconsistentBrokerIdError(StorageError):
+    """meta.properties in a log dir names another broker."""
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    if name.endswith(_DELETED_DIR_SUFFIX) or name.startswith("."):
+        return None
+    match = _PARTITION_DIR.match(name)
+    if match is None:
+        return None
+    return TopicPartition(match.group("topic"), int(match.group("partition")))
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        default_config: LogConfig,
+        broker_id: int,
+        *,
+        writer: Writer = DEFAULT_WRITER,
+        retention_check_interval_ms: int = 300_000,  # log.retention.check.interval.ms
+        recovery_point_checkpoint_interval_ms: int = 60_000,  # log.flush.offset.checkpoint...
+        start_offset_checkpoint_interval_ms: int = 60_000,  # log.flush.start.offset.checkpoint...
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.broker_id = broker_id
+        self.writer = writer
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.recovery_point_checkpoint_interval_ms = recovery_point_checkpoint_interval_ms
+        self.start_offset_checkpoint_interval_ms = start_offset_checkpoint_interval_ms
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._last_retention_ms: int | None = None
+        self._last_recovery_checkpoint_ms: int | None = None
+        self._last_start_checkpoint_ms: int | None = None
+        for log_dir in self.log_dirs:
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"cannot create log dir {log_dir}: {exc}") from exc
+            self._check_meta_properties(log_dir)
+
+    def _check_meta_properties(self, log_dir: Path) -> None:
+        path = log_dir / META_PROPERTIES
+        if path.exists():
+            props = {}
+            for line in path.read_text().splitlines():
+                if "=" in line and not line.lstrip().startswith("#"):
+                    key, _, value = line.partition("=")
+                    props[key.strip()] = value.strip()
+            existing = props.get("broker.id")
+            if existing is not None and int(existing) != self.broker_id:
+                raise InconsistentBrokerIdError(
+                    f"{path} belongs to broker {existing}, not broker {self.broker_id}"
+                )
+            return
+        write_atomically(path, f"version=0\nbroker.id={self.broker_id}\n")
+
+    # ------------------------------------------------------------------ startup
+
+    def load_all(self, now_ms: int, topic_configs: Callable[[str], LogConfig]) -> None:
+        """Open every partition dir; recover what was not flushed before a crash."""
+        for log_dir in self.log_dirs:
+            clean_marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean = clean_marker.exists()
+            recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            for child in sorted(log_dir.iterdir()):
+                if not child.is_dir():
+                    continue
+                if child.name.endswith(_DELETED_DIR_SUFFIX):
+                    shutil.rmtree(child, ignore_errors=True)
+                    continue
+                tp = parse_partition_dir(child.name)
+                if tp is None:
+                    continue
+                if tp in self._logs:
+                    raise StorageError(f"{tp} exists in both {self._dir_of[tp]} and {log_dir}")
+                log = Log.open(
+                    child,
+                    tp,
+                    topic_configs(tp.topic),
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    now_ms=now_ms,
+                    clean_shutdown=clean,
+                    writer=self.writer,
+                )
+                self._logs[tp] = log
+                self._dir_of[tp] = log_dir
+            # From here on a crash must not look clean.
+            clean_marker.unlink(missing_ok=True)
+        logger.info("loaded %d logs (clean shutdown markers honoured)", len(self._logs))
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+
+    @staticmethod
+    def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return read_offsets(path)
+        except (CheckpointFormatError, ValueError) as exc:
+            # Kafka fails the dir here; we recover everything instead (slower, not unsafe).
+            logger.warning("ignoring malformed checkpoint %s: %s", path, exc)
+            return {}
+
+    # ------------------------------------------------------------------ logs
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig, now_ms: int) -> Log:
+        log = self._logs.get(tp)
+        if log is not None:
+            return log
+        log_dir = self._least_loaded_dir()
+        log = Log.open(
+            log_dir / tp.dir_name,
+            tp,
+            config,
+            recovery_point=0,
+            log_start_offset=0,
+            now_ms=now_ms,
+            writer=self.writer,
+        )
+        self._logs[tp] = log
+        self._dir_of[tp] = log_dir
+        return log
+
+    def _least_loaded_dir(self) -> Path:
+        counts = {d: 0 for d in self.log_dirs}
+        for log_dir in self._dir_of.values():
+            counts[log_dir] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        log = self._logs.pop(tp, None)
+        self._dir_of.pop(tp, None)
+        if log is not None:
+            log.delete()
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
+        grouped: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
+        for tp, log in self._logs.items():
+            grouped[self._dir_of[tp]][tp] = log
+        return grouped
+
+    def checkpoint_recovery_points(self) -> None:
+        for log_dir, logs in self._by_dir().items():
+            self._write(
+                log_dir / RECOVERY_POINT_CHECKPOINT,
+                {tp: log.recovery_point for tp, log in logs.items()},
+            )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for log_dir, logs in self._by_dir().items():
+            self._write(
+                log_dir / LOG_START_OFFSET_CHECKPOINT,
+                {tp: log.log_start_offset for tp, log in logs.items()},
+            )
+
+    def checkpoint_high_watermarks(self, hws: dict[TopicPartition, int]) -> None:
+        for log_dir, logs in self._by_dir().items():
+            self._write(
+                log_dir / REPLICATION_OFFSET_CHECKPOINT,
+                {tp: hw for tp, hw in hws.items() if tp in logs},
+            )
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        hws: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            hws.update(self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT))
+        return hws
+
+    @staticmethod
+    def _write(path: Path, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            write_offsets(path, offsets)
+        except OSError as exc:
+            raise StorageError(f"cannot write {path}: {exc}") from exc
+
+    # ------------------------------------------------------------------ periodic work
+
+    def tick(self, now_ms: int) -> None:
+        """flush.ms, segment.ms rolls, retention and checkpoints, each on its own interval.
+
+        A log whose directory fails is logged and skipped so the others keep working.
+        """
+        retention_due = _due(self._last_retention_ms, self.retention_check_interval_ms, now_ms)
+        for tp, log in list(self._logs.items()):
+            try:
+                log.maybe_flush(now_ms)
+                log.maybe_roll(now_ms)
+                if retention_due:
+                    log.apply_retention(now_ms)
+            except StorageError as exc:
+                logger.error("periodic work on %s failed: %s", tp, exc)
+        if retention_due:
+            self._last_retention_ms = now_ms
+        try:
+            if _due(
+                self._last_recovery_checkpoint_ms,
+                self.recovery_point_checkpoint_interval_ms,
+                now_ms,
+            ):
+                self.checkpoint_recovery_points()
+                self._last_recovery_checkpoint_ms = now_ms
+            if _due(
+                self._last_start_checkpoint_ms, self.start_offset_checkpoint_interval_ms, now_ms
+            ):
+                self.checkpoint_log_start_offsets()
+                self._last_start_checkpoint_ms = now_ms
+        except StorageError as exc:
+            logger.error("checkpoint failed: %s", exc)
+
+    def shutdown(self) -> None:
+        """Flush everything, write the checkpoints, then the clean-shutdown markers."""
+        for log in self._logs.values():
+            log.flush()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        for log in self._logs.values():
+            log.close()
+        for log_dir in self.log_dirs:
+            write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, "")
+
+
+def _due(last_ms: int | None, interval_ms: int, now_ms: int) -> bool:
+    return last_ms is None or now_ms - last_ms >= interval_ms
