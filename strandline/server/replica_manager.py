@@ -117,6 +117,9 @@ class ReplicaManager:
             None
         )
         self.on_stop_following: Callable[[set[TopicPartition]], None] = lambda _p: None
+        # Called after a partition's role changes: (tp, is_leader now, leader epoch).
+        # The group coordinator uses it to load and unload __consumer_offsets partitions.
+        self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
 
     @staticmethod
     def _now() -> int:
@@ -191,6 +194,7 @@ class ReplicaManager:
             results[state.tp] = ErrorCode.none
             self.fetch_purgatory.notify(state.tp)
             self.produce_purgatory.notify(state.tp)
+            self._notify_leadership(state.tp, role == "leader", state.leader_epoch)
         if stopped:
             self.on_stop_following(stopped)
         if new_followers:
@@ -226,8 +230,16 @@ class ReplicaManager:
             self.truncate(hosted, cut)
         hosted.follower_state = follower
 
+    def _notify_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(tp, is_leader, leader_epoch)
+            except Exception:
+                log.exception("leadership listener failed for %s", tp)
+
     def stop_replica(self, tp: TopicPartition, delete: bool) -> None:
         self.on_stop_following({tp})
+        self._notify_leadership(tp, False, -1)
         self.partitions.pop(tp, None)
         if delete:
             self.log_manager.delete_log(tp)
@@ -276,6 +288,23 @@ class ReplicaManager:
         self._on_high_watermark(hosted, leader_state.on_append(hosted.log.log_end_offset, now_ms))
         self.fetch_purgatory.notify(tp)
         return info
+
+    async def append_and_wait(
+        self, tp: TopicPartition, records: bytes, timeout_s: float
+    ) -> tuple[ErrorCode, AppendInfo | None]:
+        """An internal acks=all append (the group coordinator's writes to
+        __consumer_offsets): returns once the HW passes it, or the error."""
+        try:
+            info = self.append_as_leader(tp, records, -1, self._now())
+        except KafkaError as e:
+            return e.code, None
+
+        def done() -> bool:
+            return self.produce_completion(tp, info.last_offset) is not None
+
+        await self.produce_purgatory.wait([tp], done, timeout_s)
+        answer = self.produce_completion(tp, info.last_offset)
+        return (ErrorCode.request_timed_out if answer is None else answer), info
 
     def produce_completion(self, tp: TopicPartition, last_offset: int) -> ErrorCode | None:
         """None while an acks=all produce must still wait, else its answer."""
@@ -364,7 +393,8 @@ class ReplicaManager:
             self.state_change_log.record(
                 "truncate", tp=hosted.tp, to=offset, log_end_offset=hosted.log.log_end_offset
             )
-            hosted.log.truncate_to(offset)
+        # Always: even at the LEO an epoch entry starting there may have to go.
+        hosted.log.truncate_to(offset)
         hosted.set_follower_high_watermark(min(hosted.high_watermark, hosted.log.log_end_offset))
 
     def append_as_follower(

@@ -4,6 +4,12 @@ The Log assigns offsets (leader) or keeps them (follower), rolls segments by siz
 and index capacity, flushes by `flush.messages` / `flush.ms`, applies retention by whole
 segments, truncates for followers, and on open recovers the segments after the
 recovery point (CRC32C check of every batch, torn tail cut, indexes rebuilt).
+
+It also keeps the idempotent-producer state (`producer_state`), as Kafka's Log does:
+checked before a leader append, replayed from batch headers on a follower append, and
+snapshotted to `<offset>.snapshot` (offset = the log end offset it covers) on every roll
+and on close. Opening or truncating reloads the newest snapshot at or below the log end
+offset and replays the batch headers after it.
 """
 
 from __future__ import annotations
@@ -13,12 +19,13 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from strandline.errors import InvalidRecordError, OffsetOutOfRangeError, StorageError
 from strandline.protocol.record_batch import (
+    BatchHeader,
     assign_offsets,
     iter_batches,
     validate_for_append,
@@ -32,12 +39,22 @@ from strandline.storage.leader_epoch_cache import (
     parse_checkpoint,
     render_checkpoint,
 )
+from strandline.storage.producer_state import (
+    NO_PRODUCER_ID,
+    Duplicate,
+    ProducerStateManager,
+    SnapshotError,
+    last_sequence,
+    raise_for_refusal,
+    snapshot_file_name,
+)
 from strandline.storage.segment import LOG_SUFFIX, LogSegment
 from strandline.types import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 # Leftovers of an interrupted write, rename or delete: never part of the log.
 _STALE_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
 
@@ -54,6 +71,9 @@ class AppendInfo:
     record_count: int
     max_timestamp: int
     size: int = 0
+    # A retry of a batch already in the log: nothing was appended and the offsets are
+    # the original batch's (Kafka answers NONE with them, not DUPLICATE_SEQUENCE_NUMBER).
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +104,7 @@ class Log:
         self.log_start_offset = 0
         self.recovery_point = 0
         self.leader_epoch_cache = LeaderEpochCache()
+        self.producer_state = ProducerStateManager()
         self.unflushed_messages = 0
         self.last_flush_ms = now_ms
         self.closed = False
@@ -154,6 +175,7 @@ class Log:
             else min(recovery_point, self.log_end_offset)
         )
         self._load_leader_epoch_cache()
+        self._load_producer_state()
 
     def _clean_directory(self) -> list[int]:
         """Remove leftovers and orphan indexes; return the base offsets of `.log` files."""
@@ -282,12 +304,8 @@ class Log:
     ) -> AppendInfo:
         self._check_open()
         validated = validate_for_append(records, self.config.max_message_bytes)
-        buf = bytearray(records)
         append_time = now_ms if self.config.log_append_time else None
         first_offset = self.log_end_offset
-        next_offset = assign_offsets(
-            buf, first_offset, leader_epoch, log_append_time_ms=append_time
-        )
         batches = []
         offset = first_offset
         for header in validated.batches:
@@ -295,11 +313,27 @@ class Log:
             max_timestamp = header.max_timestamp if append_time is None else append_time
             batches.append((header.position, offset, header.size, last_offset, max_timestamp))
             offset = last_offset + 1
+        duplicate = self._check_producers(validated.batches, batches)
+        if duplicate is not None:
+            return AppendInfo(
+                first_offset=duplicate.first_offset,
+                last_offset=duplicate.last_offset,
+                log_append_time_ms=-1 if append_time is None else duplicate.timestamp_ms,
+                record_count=0,
+                max_timestamp=duplicate.timestamp_ms,
+                size=0,
+                duplicate=True,
+            )
+        buf = bytearray(records)
+        next_offset = assign_offsets(
+            buf, first_offset, leader_epoch, log_append_time_ms=append_time
+        )
         cache = None
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             cache = self.leader_epoch_cache.copy()
             cache.assign(leader_epoch, first_offset)
         self._append(buf, batches, now_ms, validated.record_count, cache)
+        self._record_producers(validated.batches, batches)
         return AppendInfo(
             first_offset=first_offset,
             last_offset=next_offset - 1,
@@ -337,6 +371,9 @@ class Log:
         ]
         changed = cache if cache.entries != self.leader_epoch_cache.entries else None
         self._append(records, batches, now_ms, record_count, changed)
+        # Replication origin: the leader already checked the sequences.
+        for header in headers:
+            self.producer_state.on_batch(header)
         return AppendInfo(
             first_offset=headers[0].base_offset,
             last_offset=headers[-1].last_offset,
@@ -377,6 +414,119 @@ class Log:
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush(now_ms)
 
+    # ================================================================== producer state
+
+    def _check_producers(
+        self, headers: list[BatchHeader], planned: list[tuple[int, int, int, int, int]]
+    ) -> Duplicate | None:
+        """Check every idempotent batch before anything is written (Kafka's
+        analyzeAndValidateProducerState); raise for a refused one. A payload holding a
+        duplicate is answered as that duplicate, as Kafka does."""
+        idempotent = [i for i, h in enumerate(headers) if h.producer_id != NO_PRODUCER_ID]
+        if not idempotent:
+            return None
+        # Later batches of one payload must see the earlier ones: check against a copy.
+        state = self.producer_state
+        if len(idempotent) > 1:
+            state = state.staged({headers[i].producer_id for i in idempotent})
+        for i in idempotent:
+            header = headers[i]
+            _, first_offset, _, last_offset, max_timestamp = planned[i]
+            last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
+            check = state.check_append(
+                header.producer_id, header.producer_epoch, header.base_sequence, last_seq
+            )
+            if isinstance(check, Duplicate):
+                return check
+            raise_for_refusal(check, header.producer_id, header.producer_epoch, str(self.tp))
+            if state is not self.producer_state:
+                state.on_append(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    last_seq,
+                    first_offset,
+                    last_offset,
+                    max_timestamp,
+                )
+        return None
+
+    def _record_producers(
+        self, headers: list[BatchHeader], appended: list[tuple[int, int, int, int, int]]
+    ) -> None:
+        state = self.producer_state
+        for header, (_, first_offset, _, last_offset, max_timestamp) in zip(
+            headers, appended, strict=True
+        ):
+            if header.producer_id != NO_PRODUCER_ID:
+                state.on_append(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    last_sequence(header.base_sequence, header.last_offset_delta),
+                    first_offset,
+                    last_offset,
+                    max_timestamp,
+                )
+        state.map_end_offset = self.log_end_offset
+
+    def _snapshot_offsets(self) -> list[int]:
+        offsets = []
+        for name in os.listdir(self.dir):
+            match = _SNAPSHOT_FILE.match(name)
+            if match:
+                offsets.append(int(match.group(1)))
+        return sorted(offsets)
+
+    def _snapshot_path(self, offset: int) -> Path:
+        return self.dir / snapshot_file_name(offset)
+
+    def _load_producer_state(self) -> None:
+        """Newest readable snapshot at or below the log end offset, then replay the batch
+        headers after it (from the first segment when there is none), like Kafka's
+        loadProducerState. Snapshots beyond the log end describe data that is gone."""
+        leo = self.log_end_offset
+        state: ProducerStateManager | None = None
+        for offset in reversed(self._snapshot_offsets()):
+            path = self._snapshot_path(offset)
+            if offset > leo:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                state = ProducerStateManager.from_snapshot(path.read_bytes())
+            except (SnapshotError, OSError) as exc:
+                logger.warning("ignoring producer-state snapshot %s of %s: %s", path, self.tp, exc)
+                path.unlink(missing_ok=True)
+                continue
+            break
+        if state is None:
+            state = ProducerStateManager()
+        state.replay(self._headers_from(state.map_end_offset))
+        state.map_end_offset = leo
+        self.producer_state = state
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets >= `offset`; no record is decoded."""
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for segment in self.segments[i:]:
+            if segment.next_offset <= offset:
+                continue
+            start = segment.position_of(offset) if offset > segment.base_offset else 0
+            yield from segment.scan(start)
+
+    def _take_snapshot(self) -> None:
+        """Write the state as `<log end offset>.snapshot` (atomically), Kafka's takeSnapshot."""
+        offset = self.log_end_offset
+        self.producer_state.map_end_offset = offset
+        _write_bytes_atomically(self._snapshot_path(offset), self.producer_state.to_snapshot())
+
+    def _delete_snapshots_below(self, offset: int) -> None:
+        """Drop snapshots of deleted segments, keeping the newest one below `offset` too:
+        it still remembers producers whose batches retention removed."""
+        below = [o for o in self._snapshot_offsets() if o < offset]
+        for old in below[:-1]:
+            self._snapshot_path(old).unlink(missing_ok=True)
+
     def _should_roll(self, size: int, first_offset: int, last_offset: int, now_ms: int) -> bool:
         segment = self.active_segment
         if not segment.can_hold(last_offset):
@@ -403,6 +553,8 @@ class Log:
             self.segments.pop()
             old.delete()
         else:
+            # Before anything changes: a failed snapshot write leaves the roll undone.
+            self._take_snapshot()
             old.on_become_inactive()
             old.flush()
             self.recovery_point = max(self.recovery_point, old.next_offset)
@@ -481,6 +633,11 @@ class Log:
         """Follower truncation: drop every batch holding an offset >= `offset`."""
         self._check_open()
         if offset >= self.log_end_offset:
+            # Nothing to cut, but an epoch this replica led without writing in it may
+            # start at the LEO; drop it, or OffsetForLeaderEpoch would ask about it forever.
+            cache = self.leader_epoch_cache.copy()
+            cache.truncate_from_end(offset)
+            self._guarded(lambda: self._update_epoch_cache(cache), "truncate epoch cache")
             return
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
@@ -495,6 +652,8 @@ class Log:
             cache = self.leader_epoch_cache.copy()
             cache.truncate_from_end(self.log_end_offset)
             self._update_epoch_cache(cache)
+            # Kafka's truncateAndReload: exact state as of the new end, not a guess.
+            self._load_producer_state()
 
         self._guarded(cut, "truncate")
         logger.info("truncated %s to %d", self.tp, self.log_end_offset)
@@ -507,6 +666,10 @@ class Log:
             self.log_start_offset = offset
             self.recovery_point = offset
             self._update_epoch_cache(LeaderEpochCache())
+            for old in self._snapshot_offsets():
+                self._snapshot_path(old).unlink(missing_ok=True)
+            self.producer_state = ProducerStateManager()
+            self.producer_state.map_end_offset = offset
 
         self._guarded(restart, "truncate fully")
 
@@ -599,6 +762,7 @@ class Log:
             new_start = self.segments[0].base_offset
             if new_start > self.log_start_offset:
                 self._advance_log_start(new_start)
+            self._delete_snapshots_below(new_start)
 
         self._guarded(delete, "delete segments")
         return count
@@ -627,14 +791,27 @@ class Log:
             self.flush(now_ms)
 
     def close(self) -> None:
+        """Close after a snapshot of the producer state at the log end offset, so the next
+        open replays nothing (Kafka takes it in Log.close)."""
         if self.closed:
             return
+        try:
+            # A log that never saw an idempotent producer nor rolled has nothing to remember.
+            if self.producer_state.producers or self._snapshot_offsets():
+                self._take_snapshot()
+        except OSError as exc:
+            # The next open replays from an older snapshot: slower, never wrong.
+            logger.warning("producer-state snapshot of %s on close failed: %s", self.tp, exc)
+        self._close_segments()
+
+    def _close_segments(self) -> None:
         for segment in self.segments:
             segment.close()
         self.closed = True
 
     def delete(self) -> None:
-        self.close()
+        if not self.closed:
+            self._close_segments()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _check_open(self) -> None:
@@ -652,3 +829,18 @@ class Log:
             f"Log({self.tp}, start={self.log_start_offset}, end={self.log_end_offset}, "
             f"segments={len(self.segments)})"
         )
+
+
+def _write_bytes_atomically(path: Path, data: bytes) -> None:
+    """tmp + fsync + rename + dir fsync: a crash leaves the old file or the new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
