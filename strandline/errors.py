@@ -97,3 +97,7 @@ class InvalidRequestError(KafkaError):
 
 class StaleBrokerEpochError(KafkaError):
     code = ErrorCode.stale_broker_epoch
+
+
+class NotControllerError(KafkaError):
+    code = ErrorCode.not_controller

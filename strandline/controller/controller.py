@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from strandline.controller import decisions
 from strandline.controller.channel import ControllerChannel
@@ -26,6 +26,7 @@ from strandline.controller.requests import (
 )
 from strandline.coordination import znodes
 from strandline.coordination.zk_client import ZkClient
+from strandline.errors import NotControllerError, StaleBrokerEpochError
 from strandline.server.state_change_log import StateChangeLog
 from strandline.types import TopicPartition
 
@@ -41,6 +42,8 @@ class ControllerEvent:
     name: str
     topic: str | None = None
     broker_id: int | None = None
+    broker_epoch: int = -1
+    reply: asyncio.Future[list[TopicPartition]] | None = field(default=None, compare=False)
 
 
 class Controller:
@@ -111,6 +114,8 @@ class Controller:
             await self._maybe_elect()
             return
         if self.ctx is None:
+            if event.reply is not None and not event.reply.done():
+                event.reply.set_exception(NotControllerError("this broker is not the controller"))
             return  # not the controller: only election events matter
         handler = {
             "BrokerChange": self._on_broker_change,
@@ -119,6 +124,7 @@ class Controller:
             "TopicDeletion": self._on_topic_deletion,
             "IsrChangeNotification": self._on_isr_change_notification,
             "PreferredReplicaElection": self._on_preferred_replica_election,
+            "ControlledShutdown": self._on_controlled_shutdown,
         }.get(event.name)
         if handler is not None:
             await handler(event)
@@ -139,6 +145,13 @@ class Controller:
                 self._resign()
             return
         await self._on_controller_failover(epoch)
+
+    def endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        """Where a live broker listens, as this controller knows it."""
+        if self.ctx is None:
+            return None
+        live = self.ctx.live_brokers.get(broker_id)
+        return None if live is None else (live.host, live.port)
 
     def _resign(self) -> None:
         self.state_change_log.record(
@@ -251,7 +264,7 @@ class Controller:
             "broker-change", new_brokers=sorted(started), dead_brokers=sorted(dead)
         )
         ctx.live_brokers = current
-        ctx.shutting_down_brokers -= dead
+        ctx.shutting_down_brokers -= dead | started
         if dead:
             await self.channel.remove_brokers(dead)
             await self._apply(decisions.on_brokers_failed(ctx, dead, self.unclean))
@@ -343,6 +356,35 @@ class Controller:
         tps = await asyncio.to_thread(self.zk.get_preferred_replica_election)
         await self._apply(decisions.elect_preferred_leaders(ctx, tps))
         await asyncio.to_thread(self.zk.delete_preferred_replica_election)
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
+        """A broker asks to stop: returns the partitions it still leads (none when all
+        leadership could move). Runs through the event queue like every other event."""
+        assert self._loop is not None
+        reply: asyncio.Future[list[TopicPartition]] = self._loop.create_future()
+        self._events.put_nowait(
+            ControllerEvent(
+                "ControlledShutdown", broker_id=broker_id, broker_epoch=broker_epoch, reply=reply
+            )
+        )
+        return await reply
+
+    async def _on_controlled_shutdown(self, event: ControllerEvent) -> None:
+        ctx = self._ctx()
+        assert event.broker_id is not None and event.reply is not None
+        live = ctx.live_brokers.get(event.broker_id)
+        if live is None or event.broker_epoch not in (-1, live.broker_epoch):
+            event.reply.set_exception(
+                StaleBrokerEpochError(
+                    f"broker {event.broker_id} epoch {event.broker_epoch} is not the live one"
+                )
+            )
+            return
+        ctx.shutting_down_brokers.add(event.broker_id)
+        self.state_change_log.record("controlled-shutdown", broker_id=event.broker_id)
+        await self._apply(decisions.controlled_shutdown(ctx, event.broker_id))
+        if not event.reply.done():
+            event.reply.set_result(ctx.partitions_led_by(event.broker_id))
 
     async def elect_preferred(self, tps: list[TopicPartition]) -> list[Election]:
         elections = decisions.elect_preferred_leaders(self._ctx(), tps)

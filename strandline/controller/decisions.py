@@ -74,7 +74,11 @@ def on_brokers_failed(
             choice = elect_leader(ctx, tp, unclean(tp.topic))
             if choice is None:
                 elections.append(
-                    Election(tp, state.with_leader(NO_LEADER, state.isr, ctx.epoch), reason="no live ISR replica")
+                    Election(
+                        tp,
+                        state.with_leader(NO_LEADER, state.isr, ctx.epoch),
+                        reason="no live ISR replica",
+                    )
                 )
             else:
                 leader, isr, was_unclean = choice
@@ -89,7 +93,11 @@ def on_brokers_failed(
         elif state.leader != NO_LEADER and dead & set(state.isr):
             isr = tuple(r for r in state.isr if r not in dead)
             elections.append(
-                Election(tp, state.with_leader(state.leader, isr, ctx.epoch), reason=f"ISR lost {sorted(dead & set(state.isr))}")
+                Election(
+                    tp,
+                    state.with_leader(state.leader, isr, ctx.epoch),
+                    reason=f"ISR lost {sorted(dead & set(state.isr))}",
+                )
             )
     return elections
 
@@ -114,7 +122,9 @@ def elect_offline_partitions(ctx: ControllerContext, unclean: UncleanPolicy) -> 
     return elections
 
 
-def elect_preferred_leaders(ctx: ControllerContext, tps: Iterable[TopicPartition]) -> list[Election]:
+def elect_preferred_leaders(
+    ctx: ControllerContext, tps: Iterable[TopicPartition]
+) -> list[Election]:
     """Preferred replica election: the first assigned replica leads if alive and in ISR."""
     elections = []
     for tp in tps:
@@ -122,14 +132,24 @@ def elect_preferred_leaders(ctx: ControllerContext, tps: Iterable[TopicPartition
         if state is None:
             continue
         preferred = ctx.assignments[tp][0]
-        if state.leader != preferred and preferred in ctx.live_broker_ids and preferred in state.isr:
+        if (
+            state.leader != preferred
+            and preferred in ctx.live_broker_ids
+            and preferred in state.isr
+        ):
             elections.append(
-                Election(tp, state.with_leader(preferred, state.isr, ctx.epoch), reason="preferred replica")
+                Election(
+                    tp,
+                    state.with_leader(preferred, state.isr, ctx.epoch),
+                    reason="preferred replica",
+                )
             )
     return elections
 
 
-def partition_state(ctx: ControllerContext, tp: TopicPartition, is_new: bool = False) -> PartitionState:
+def partition_state(
+    ctx: ControllerContext, tp: TopicPartition, is_new: bool = False
+) -> PartitionState:
     s = ctx.partition_states[tp]
     replicas = ctx.assignments[tp]
     return PartitionState(
@@ -158,3 +178,34 @@ def leader_and_isr_targets(
             if r in ctx.live_brokers:
                 targets.setdefault(r, []).append(ps)
     return targets
+
+
+def controlled_shutdown(ctx: ControllerContext, broker_id: int) -> list[Election]:
+    """Move leadership off a broker that asked to shut down, and take it out of the ISRs
+    it is in (ControlledShutdownLeaderElectionStrategy). Call with the broker already in
+    `ctx.shutting_down_brokers`, so it is not a candidate."""
+    elections = []
+    for tp, state in sorted(ctx.partition_states.items()):
+        if broker_id not in state.isr and state.leader != broker_id:
+            continue
+        isr = tuple(r for r in state.isr if r != broker_id)
+        if state.leader == broker_id:
+            candidates = [r for r in ctx.assignments[tp] if r in isr and r in ctx.live_broker_ids]
+            if not candidates:
+                continue  # the only in-sync replica: it keeps leading until it stops
+            elections.append(
+                Election(
+                    tp,
+                    state.with_leader(candidates[0], isr, ctx.epoch),
+                    reason=f"controlled shutdown of {broker_id}",
+                )
+            )
+        elif isr:
+            elections.append(
+                Election(
+                    tp,
+                    state.with_leader(state.leader, isr, ctx.epoch),
+                    reason=f"controlled shutdown of {broker_id}",
+                )
+            )
+    return elections

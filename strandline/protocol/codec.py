@@ -16,6 +16,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from strandline.protocol import controller_schema
 from strandline.protocol.framing import ProtocolError
 
 _HEADER_FIXED = struct.Struct(">hhih")
@@ -31,16 +32,20 @@ class RequestHeader:
 
 @cache
 def request_type(api_key: int, version: int) -> type[Any]:
-    """kio's request class for (api_key, version); KeyError-free: raises LookupError."""
+    """The request class for (api_key, version): kio's, or ours for the controller APIs
+    kio lacks (4-7). Raises LookupError when neither has it."""
     try:
         return load_request_schema(api_key, version)
-    except Exception as e:  # kio raises its own index errors and ImportError
-        raise LookupError(f"no schema for api_key={api_key} version={version}") from e
+    except Exception:  # kio raises its own index errors and ImportError
+        return controller_schema.request_type(api_key, version)
 
 
 @cache
 def response_type(api_key: int, version: int) -> type[Any]:
-    return load_response_schema(api_key, version)
+    try:
+        return load_response_schema(api_key, version)
+    except Exception:
+        return controller_schema.response_type(api_key, version)
 
 
 def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -123,7 +128,9 @@ def encode_request(correlation_id: int, client_id: str | None, request: Any) -> 
     out = io.BytesIO()
     cid = (client_id or "").encode()
     out.write(b"\0\0\0\0")
-    out.write(_HEADER_FIXED.pack(request.__api_key__, request.__version__, correlation_id, len(cid)))
+    out.write(
+        _HEADER_FIXED.pack(request.__api_key__, request.__version__, correlation_id, len(cid))
+    )
     out.write(cid)
     if request.__flexible__:
         out.write(b"\0")

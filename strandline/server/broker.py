@@ -16,7 +16,9 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from strandline.controller.channel import ControllerChannel, ControllerRequest
+from strandline.client.connection import KafkaConnection
 from strandline.controller.controller import Controller
+from strandline.controller.remote_sender import BrokerRequestSender
 from strandline.controller.requests import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
@@ -24,12 +26,15 @@ from strandline.controller.requests import (
 )
 from strandline.coordination import znodes
 from strandline.coordination.cluster_id import get_or_create_cluster_id
+from strandline.coordination.errors import BrokerIdInUseError
 from strandline.coordination.zk_client import ZkClient, on_loop
 from strandline.errors import StaleBrokerEpochError, StaleControllerEpochError
+from strandline.protocol import controller_messages as cm
 from strandline.server.config import BrokerConfig
 from strandline.server.logging_setup import configure_logging
 from strandline.server.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from strandline.server.network import SocketServer
+from strandline.server.producer_ids import ProducerIdManager
 from strandline.server.replica_fetcher import ReplicaFetcherManager
 from strandline.server.replica_manager import ReplicaManager
 from strandline.server.state_change_log import StateChangeLog
@@ -90,6 +95,7 @@ class Broker:
         self.replica_manager.on_become_follower = self.fetcher_manager.add_partitions
         self.replica_manager.on_stop_following = self.fetcher_manager.remove_partitions
         self.topic_admin = TopicAdmin(cfg, self.zk, self.metadata_cache)
+        self.producer_ids = ProducerIdManager(self.zk, cfg.broker_id)
         self.server = SocketServer(self, cfg.host, cfg.port, cfg.socket_request_max_bytes)
         await self.server.start()
         self.broker_epoch = await asyncio.to_thread(
@@ -103,7 +109,10 @@ class Broker:
         self.zk.watch_children(
             znodes.CONFIG_CHANGES_PATH, on_loop(asyncio.get_running_loop(), self._on_config_changes)
         )
-        channel = ControllerChannel(cfg.broker_id, self, remote=None)
+        self.request_sender = BrokerRequestSender(
+            cfg.broker_id, lambda broker_id: self.controller.endpoint_of(broker_id)
+        )
+        channel = ControllerChannel(cfg.broker_id, self, remote=self.request_sender)
         self.controller = Controller(
             cfg.broker_id,
             self.zk,
@@ -124,6 +133,26 @@ class Broker:
             self.broker_epoch,
             cluster_id,
         )
+
+    async def _register(self) -> int:
+        """Create /brokers/ids/<id>. After a crash the previous incarnation's ephemeral
+        znode lives until its session expires, so wait that long before giving up."""
+        cfg = self.config
+        deadline = time.monotonic() + 2 * cfg.zookeeper_session_timeout_ms / 1000 + 1
+        while True:
+            try:
+                return await asyncio.to_thread(
+                    self.zk.register_broker,
+                    cfg.broker_id,
+                    cfg.advertised_host,
+                    cfg.advertised_port,
+                    cfg.rack,
+                )
+            except BrokerIdInUseError:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("broker.id %d still registered by a previous session; waiting", cfg.broker_id)
+                await asyncio.sleep(0.2)
 
     async def _tick_loop(self) -> None:
         while True:
@@ -270,11 +299,49 @@ class Broker:
         await self._stopping.wait()
         await self.shutdown()
 
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away first, so clients fail over
+        before the listener closes instead of after a session timeout."""
+        for _attempt in range(3):
+            controller_id = self.metadata_cache.controller_id
+            try:
+                if controller_id == self.broker_id and self.controller.is_active:
+                    remaining = await self.controller.controlled_shutdown(
+                        self.broker_id, self.broker_epoch
+                    )
+                elif controller_id in self.metadata_cache.brokers:
+                    remaining = await self._ask_controller_to_shut_down(controller_id)
+                else:
+                    return
+            except Exception as e:  # noqa: BLE001 - shutdown goes on regardless
+                log.warning("controlled shutdown attempt failed: %s", e)
+                await asyncio.sleep(0.2)
+                continue
+            if not remaining:
+                log.info("controlled shutdown complete")
+                return
+            log.info("controlled shutdown: still leading %d partitions", len(remaining))
+            await asyncio.sleep(0.2)
+
+    async def _ask_controller_to_shut_down(self, controller_id: int) -> list[TopicPartition]:
+        endpoint = self.metadata_cache.brokers[controller_id]
+        request = cm.controlled_shutdown_request_to_wire(
+            cm.ControlledShutdownRequest(self.broker_id, self.broker_epoch)
+        )
+        async with await KafkaConnection.open(endpoint.host, endpoint.port) as conn:
+            wire = await conn.send(request, timeout=10)
+        response = cm.controlled_shutdown_response_from_wire(wire)
+        if response.error_code != ErrorCode.none:
+            raise RuntimeError(f"controller answered {response.error_code.name}")
+        return list(response.remaining_partitions)
+
     async def shutdown(self) -> None:
         log.info("broker %d shutting down", self.broker_id)
+        await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()
         await self.controller.stop()
+        await self.request_sender.close()
         await self.fetcher_manager.shutdown()
         await self.server.stop()
         self.replica_manager.checkpoint()

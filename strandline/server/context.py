@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from strandline.controller.channel import ControllerRequest
+    from strandline.controller.controller import Controller
     from strandline.server.config import BrokerConfig
     from strandline.server.metadata_cache import MetadataCache
+    from strandline.server.producer_ids import ProducerIdManager
     from strandline.server.replica_manager import ReplicaManager
     from strandline.server.topic_admin import TopicAdmin
     from strandline.server.topic_configs import TopicConfigs
@@ -18,5 +21,10 @@ class BrokerContext(Protocol):
     metadata_cache: MetadataCache
     topic_admin: TopicAdmin
     topic_configs: TopicConfigs
+    producer_ids: ProducerIdManager
+
+    controller: Controller
 
     def now_ms(self) -> int: ...
+
+    async def apply_controller_request(self, request: ControllerRequest) -> object: ...

@@ -161,6 +161,18 @@ class ReplicaFetcher:
                         hosted.high_watermark,
                         EpochEndOffset(p.leader_epoch, p.end_offset),
                     )
+                    self.rm.state_change_log.record(
+                        "epoch-truncation",
+                        tp=tp,
+                        leader=self.leader.broker_id,
+                        asked_epoch=hosted.log.leader_epoch_cache.latest_epoch,
+                        leader_epoch=p.leader_epoch,
+                        leader_end_offset=p.end_offset,
+                        log_end_offset=hosted.log.log_end_offset,
+                        high_watermark=hosted.high_watermark,
+                        truncate_to=decision.offset,
+                        completed=decision.truncation_completed,
+                    )
                     self.rm.truncate(hosted, decision.offset)
                     if not decision.truncation_completed:
                         retry = True

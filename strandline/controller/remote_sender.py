@@ -1,0 +1,92 @@
+"""Sends controller requests to other brokers over the wire, one ordered queue and one
+connection per broker (Kafka's ControllerChannelManager / RequestSendThread).
+
+A request is retried until the broker answers or is removed (it died, or the
+controller resigned); requests to one broker keep their order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from strandline.client.connection import KafkaConnection
+from strandline.controller.channel import ControllerRequest
+from strandline.controller.requests import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from strandline.protocol import controller_messages as cm
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF_S = 0.1
+REQUEST_TIMEOUT_S = 10.0
+
+Endpoint = tuple[str, int]
+
+
+def to_wire(request: ControllerRequest) -> object:
+    if isinstance(request, LeaderAndIsrRequest):
+        return cm.leader_and_isr_request_to_wire(request)
+    if isinstance(request, UpdateMetadataRequest):
+        return cm.update_metadata_request_to_wire(request)
+    if isinstance(request, StopReplicaRequest):
+        return cm.stop_replica_request_to_wire(request)
+    raise TypeError(f"not a controller request: {request!r}")
+
+
+class BrokerRequestSender:
+    def __init__(self, controller_id: int, endpoint_of: Callable[[int], Endpoint | None]) -> None:
+        self.controller_id = controller_id
+        self.endpoint_of = endpoint_of
+        self._queues: dict[int, asyncio.Queue[ControllerRequest]] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    async def send(self, broker_id: int, request: ControllerRequest) -> None:
+        queue = self._queues.get(broker_id)
+        if queue is None:
+            queue = self._queues[broker_id] = asyncio.Queue()
+            self._tasks[broker_id] = asyncio.create_task(
+                self._run(broker_id, queue), name=f"controller-send-{broker_id}"
+            )
+        queue.put_nowait(request)
+
+    async def remove_brokers(self, broker_ids: set[int]) -> None:
+        for broker_id in broker_ids:
+            self._queues.pop(broker_id, None)
+            task = self._tasks.pop(broker_id, None)
+            if task is not None:
+                task.cancel()
+
+    async def close(self) -> None:
+        await self.remove_brokers(set(self._tasks))
+
+    async def _run(self, broker_id: int, queue: asyncio.Queue[ControllerRequest]) -> None:
+        conn: KafkaConnection | None = None
+        try:
+            while True:
+                request = await queue.get()
+                wire = to_wire(request)
+                while True:
+                    endpoint = self.endpoint_of(broker_id)
+                    if endpoint is None:
+                        break  # no longer live: drop it; startup will resend state
+                    try:
+                        if conn is None or conn.closed:
+                            conn = await KafkaConnection.open(
+                                *endpoint, client_id=f"controller-{self.controller_id}"
+                            )
+                        await conn.send(wire, timeout=REQUEST_TIMEOUT_S)
+                        break
+                    except (OSError, asyncio.TimeoutError) as e:
+                        log.debug("sending %s to broker %d: %s", type(request).__name__, broker_id, e)
+                        if conn is not None:
+                            await conn.close()
+                            conn = None
+                        await asyncio.sleep(RETRY_BACKOFF_S)
+        finally:
+            if conn is not None:
+                await conn.close()

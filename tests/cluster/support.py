@@ -1,0 +1,118 @@
+"""Helpers for multi-broker tests: waiting on cluster state, reading replicas' bytes."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strandline.cli.local_cluster import ClusterStatus, LocalCluster, PartitionStatus
+from strandline.protocol.record_batch import iter_batches
+from strandline.types import TopicPartition
+
+T = TypeVar("T")
+
+
+def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float = 20.0) -> T:
+    """Poll `probe` until it returns something truthy; fail naming `what` otherwise."""
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
+
+
+def partition_status(cluster: LocalCluster, tp: TopicPartition) -> PartitionStatus:
+    status: ClusterStatus = cluster.status()
+    [found] = [p for p in status.partitions if p.tp == tp]
+    return found
+
+
+def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, rf, config={k.replace("_", "."): v for k, v in config.items()})],
+        operation_timeout=20,
+    )
+    futures[name].result(30)
+    wait_until(
+        f"{name} to have leaders everywhere",
+        lambda: all(
+            not p.offline for p in cluster.status().partitions if p.tp.topic == name
+        ),
+    )
+
+
+def producer(cluster: LocalCluster, **extra: object) -> Producer:
+    config: dict[str, object] = {
+        "bootstrap.servers": cluster.bootstrap,
+        "acks": "all",
+        "linger.ms": 5,
+        "message.timeout.ms": 30000,
+        "retry.backoff.ms": 50,
+        "topic.metadata.refresh.interval.ms": 500,
+    }
+    config.update(extra)
+    return Producer(config)
+
+
+def consume_all(cluster: LocalCluster, topic: str, partitions: int, expected: int,
+                timeout_s: float = 30.0) -> dict[tuple[int, int], bytes]:
+    """(partition, offset) -> value for every record up to the high watermarks."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"verify-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+    consumer.assign([CkTopicPartition(topic, p, 0) for p in range(partitions)])
+    records: dict[tuple[int, int], bytes] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(records) < expected and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                if message.error():
+                    continue
+                records[(message.partition(), message.offset())] = message.value()
+    finally:
+        consumer.close()
+    return records
+
+
+def replica_batches(cluster: LocalCluster, broker_id: int, tp: TopicPartition, below: int) -> bytes:
+    """The bytes of every batch below offset `below` in one replica's segment files (a
+    replica verification in the spirit of Kafka's ReplicaVerificationTool)."""
+    directory = cluster.broker_dir(broker_id) / "data" / f"{tp.topic}-{tp.partition}"
+    out = bytearray()
+    for segment in sorted(directory.glob("*.log")):
+        data = segment.read_bytes()
+        for header in iter_batches(data):
+            if header.next_offset <= below:
+                out += data[header.position : header.position + header.size]
+    return bytes(out)
+
+
+def state_change_events(cluster: LocalCluster, broker_id: int) -> list[dict[str, object]]:
+    path: Path = cluster.broker_dir(broker_id) / "logs" / "state-change.log"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def delivery_recorder(acked: dict[tuple[int, int], bytes], errors: list[str]) -> Callable[..., None]:
+    def on_delivery(err: KafkaException | None, message: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked[(message.partition(), message.offset())] = message.value()  # type: ignore[attr-defined]
+
+    return on_delivery

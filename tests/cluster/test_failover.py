@@ -1,0 +1,111 @@
+"""Issue 4, must-show 1 and 3: leader SIGKILLs under acks=all load lose nothing; a
+stalled follower leaves the ISR and rejoins after it catches up."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tests.cluster.support import (
+    consume_all,
+    create_topic,
+    delivery_recorder,
+    partition_status,
+    producer,
+    replica_batches,
+    wait_until,
+)
+from strandline.types import TopicPartition
+
+RECORDS = 50_000
+PARTITIONS = 3
+
+
+def test_leader_kills_under_acks_all_lose_no_acknowledged_record(cluster_factory) -> None:
+    cluster = cluster_factory(brokers=3, min_insync_replicas=2, replica_lag_time_max_ms=2000)
+    create_topic(cluster, "orders", PARTITIONS, 3)
+    acked: dict[tuple[int, int], bytes] = {}
+    errors: list[str] = []
+    on_delivery = delivery_recorder(acked, errors)
+    done = threading.Event()
+
+    def produce() -> None:
+        p = producer(cluster)
+        for i in range(RECORDS):
+            p.produce("orders", key=str(i % 97).encode(), value=b"r%06d" % i, on_delivery=on_delivery)
+            if i % 500 == 0:
+                p.poll(0)
+                time.sleep(0.1)  # spread the load over the kills below
+        p.flush(60)
+        done.set()
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    for partition in range(PARTITIONS):
+        tp = TopicPartition("orders", partition)
+        leader = wait_until(f"a leader for {tp}", lambda tp=tp: partition_status(cluster, tp).leader)
+        assert leader is not None and leader > 0
+        cluster.kill(leader, "KILL")
+        wait_until(
+            f"{tp} to fail over from {leader}",
+            lambda tp=tp, dead=leader: (p := partition_status(cluster, tp)).leader not in (None, -1, dead)
+            and p.leader,
+        )
+        cluster.start(leader)
+        wait_until(
+            f"broker {leader} back in the ISR of every partition",
+            lambda b=leader: all(b in p.isr for p in cluster.status().partitions),
+            timeout_s=30,
+        )
+    thread.join(120)
+    assert done.is_set(), "the producer did not finish"
+    assert len(acked) >= RECORDS * 0.9, f"only {len(acked)} of {RECORDS} acknowledged: {errors[:3]}"
+
+    consumed = consume_all(cluster, "orders", PARTITIONS, expected=len(acked))
+    missing = {k: v for k, v in acked.items() if consumed.get(k) != v}
+    assert not missing, f"{len(missing)} acknowledged records lost or moved, e.g. {list(missing)[:5]}"
+    for partition in range(PARTITIONS):
+        offsets = sorted(o for (p, o) in consumed if p == partition)
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "offsets not dense"
+
+    # Replica verification: every replica holds the same bytes below the high watermark.
+    for partition in range(PARTITIONS):
+        tp = TopicPartition("orders", partition)
+        wait_until(f"{tp} fully in sync", lambda tp=tp: len(partition_status(cluster, tp).isr) == 3)
+        committed = 1 + max(o for (p, o) in consumed if p == partition)
+        copies = {b: replica_batches(cluster, b, tp, committed) for b in (1, 2, 3)}
+        assert len(set(copies.values())) == 1, f"replicas of {tp} differ below the HW"
+        assert copies[1], "no data"
+
+
+def test_stalled_follower_leaves_isr_and_rejoins(cluster_factory) -> None:
+    cluster = cluster_factory(brokers=3, min_insync_replicas=2, replica_lag_time_max_ms=1000)
+    create_topic(cluster, "stall", 1, 3)
+    tp = TopicPartition("stall", 0)
+    status = partition_status(cluster, tp)
+    follower = next(b for b in status.replicas if b != status.leader)
+    p = producer(cluster, **{"message.timeout.ms": 10000})
+    acked: dict[tuple[int, int], bytes] = {}
+    errors: list[str] = []
+    on_delivery = delivery_recorder(acked, errors)
+
+    cluster.kill(follower, "STOP")
+    try:
+        # The leader drops it from the ISR (written to the state znode)...
+        wait_until(f"{follower} out of the ISR", lambda: follower not in partition_status(cluster, tp).isr)
+        # ...and acks=all commits without it.
+        for i in range(100):
+            p.produce("stall", value=b"while-stopped-%d" % i, on_delivery=on_delivery)
+        p.flush(10)
+        assert len(acked) == 100 and not errors
+    finally:
+        cluster.kill(follower, "CONT")
+    wait_until(f"{follower} back in the ISR", lambda: follower in partition_status(cluster, tp).isr)
+    for i in range(100):
+        p.produce("stall", value=b"after-%d" % i, on_delivery=on_delivery)
+    p.flush(10)
+    consumed = consume_all(cluster, "stall", 1, expected=200)
+    assert len(consumed) == 200
+    wait_until("the ISR to be complete", lambda: len(partition_status(cluster, tp).isr) == 3)
+    copies = {b: replica_batches(cluster, b, tp, 200) for b in (1, 2, 3)}
+    assert len(set(copies.values())) == 1
