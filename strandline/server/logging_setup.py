@@ -39,3 +39,4 @@ def configure_logging(logs_dir: Path, broker_id: int, level: int = logging.INFO)
     root.setLevel(level)
     # kazoo is chatty at INFO about every reconnect attempt.
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("strandline.server.replica_fetcher").setLevel(logging.DEBUG)

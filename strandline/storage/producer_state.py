@@ -39,10 +39,12 @@ import struct
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode
+
+from strandline.errors import KafkaError
 
 MAX_BATCHES_PER_PRODUCER = 5
 NO_PRODUCER_ID = -1
@@ -112,14 +114,55 @@ class UnknownProducerId:
     error_code: ErrorCode = ErrorCode.unknown_producer_id
 
 
+OK = Ok()  # shared: the answer for nearly every batch
+
 AppendCheck = Ok | Duplicate | OutOfOrderSequence | InvalidProducerEpoch | UnknownProducerId
+
+
+# -- the same refusals as exceptions, for the produce path ------------------------------------
+
+
+class OutOfOrderSequenceError(KafkaError):
+    code = ErrorCode.out_of_order_sequence_number
+
+
+class InvalidProducerEpochError(KafkaError):
+    # Kafka >= 2.7 answers a produce from a fenced epoch with INVALID_PRODUCER_EPOCH, not
+    # PRODUCER_FENCED: clients treat it as recoverable (epoch bump) instead of fatal.
+    code = ErrorCode.invalid_producer_epoch
+
+
+class UnknownProducerIdError(KafkaError):
+    code = ErrorCode.unknown_producer_id
+
+
+def raise_for_refusal(
+    check: AppendCheck, producer_id: int, producer_epoch: int, where: str
+) -> None:
+    """Raise the KafkaError for a refused batch; return for Ok and Duplicate."""
+    match check:
+        case OutOfOrderSequence(expected, received):
+            raise OutOfOrderSequenceError(
+                f"{where}: out of order sequence number for producer {producer_id} "
+                f"epoch {producer_epoch}: expected {expected}, received {received}"
+            )
+        case InvalidProducerEpoch(current, received):
+            raise InvalidProducerEpochError(
+                f"{where}: producer {producer_id} epoch {received} is older than the "
+                f"current epoch {current} (fenced)"
+            )
+        case UnknownProducerId(pid):
+            raise UnknownProducerIdError(
+                f"{where}: producer {pid} has no state here and its batch does not start "
+                f"at sequence 0"
+            )
 
 
 # -- state ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
+    # A tuple, not a frozen dataclass: one is built per appended batch, on the hot path.
     first_seq: int
     last_seq: int
     first_offset: int
@@ -184,12 +227,12 @@ class ProducerStateManager:
         self, producer_id: int, epoch: int, base_seq: int, last_seq: int
     ) -> AppendCheck:
         if producer_id == NO_PRODUCER_ID:
-            return Ok()  # not an idempotent producer
+            return OK  # not an idempotent producer
         entry = self.producers.get(producer_id)
         if entry is None:
             if base_seq != 0:
                 return UnknownProducerId(producer_id)
-            return Ok()
+            return OK
         if epoch < entry.producer_epoch:
             return InvalidProducerEpoch(entry.producer_epoch, epoch)
         duplicate = entry.find_duplicate(epoch, base_seq, last_seq)
@@ -198,9 +241,9 @@ class ProducerStateManager:
         if epoch != entry.producer_epoch:
             if base_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 return OutOfOrderSequence(0, base_seq)
-            return Ok()
+            return OK
         if entry.producer_epoch == NO_PRODUCER_EPOCH or in_sequence(entry.last_seq, base_seq):
-            return Ok()
+            return OK
         return OutOfOrderSequence(last_sequence(entry.last_seq, 1), base_seq)
 
     # -- both sides --------------------------------------------------------------------------
@@ -218,7 +261,9 @@ class ProducerStateManager:
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
         if producer_id == NO_PRODUCER_ID:
             return
-        entry = self.producers.setdefault(producer_id, ProducerStateEntry(producer_id))
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
         if epoch != entry.producer_epoch:
             entry.batches.clear()  # a new epoch starts its sequences afresh
             entry.producer_epoch = epoch
@@ -284,6 +329,22 @@ class ProducerStateManager:
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
+
+    def staged(self, producer_ids: Iterable[int]) -> ProducerStateManager:
+        """A scratch copy of these producers' entries, to check a multi-batch append
+        batch by batch without touching this state until the append succeeded."""
+        scratch = ProducerStateManager()
+        scratch.map_end_offset = self.map_end_offset
+        for pid in producer_ids:
+            entry = self.producers.get(pid)
+            if entry is not None:
+                scratch.producers[pid] = ProducerStateEntry(
+                    pid,
+                    entry.producer_epoch,
+                    deque(entry.batches, maxlen=MAX_BATCHES_PER_PRODUCER),
+                    entry.last_timestamp_ms,
+                )
+        return scratch
 
     # -- snapshot ----------------------------------------------------------------------------
 
