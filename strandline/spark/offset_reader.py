@@ -1,0 +1,87 @@
+"""Driver-side questions to the cluster: which partitions, and their offset bounds.
+
+Kafka's ListOffsets "latest" is the high watermark for a read_uncommitted consumer, so
+planned ranges never reach past the HW: executors read only committed records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from strandline.spark.options import SourceOptions
+from strandline.types import TopicPartition
+
+METADATA_TIMEOUT_S = 10.0
+
+
+def consumer_config(kafka_config: dict[str, str]) -> dict[str, object]:
+    """A consumer that never joins a group or commits: Spark's checkpoint owns offsets."""
+    return {
+        "group.id": "strandline-spark",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "isolation.level": "read_uncommitted",
+        **kafka_config,
+    }
+
+
+class OffsetReader:
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._consumer: Consumer | None = None
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(consumer_config(self._options.kafka_config))
+        return self._consumer
+
+    def partitions(self) -> list[TopicPartition]:
+        """Current partitions of the subscribed topics (new partitions show up here)."""
+        metadata = self.consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+        found: list[TopicPartition] = []
+        for name, topic in metadata.topics.items():
+            if topic.error is not None or not self._options.subscribes_to(name):
+                continue
+            found.extend(TopicPartition(name, p) for p in topic.partitions)
+        return sorted(found)
+
+    def watermarks(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """(earliest, latest) offsets: the log start offset and the high watermark."""
+        earliest: dict[TopicPartition, int] = {}
+        latest: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            low, high = self.consumer.get_watermark_offsets(
+                KafkaTopicPartition(tp.topic, tp.partition),
+                timeout=METADATA_TIMEOUT_S,
+                cached=False,
+            )
+            earliest[tp], latest[tp] = low, high
+        return earliest, latest
+
+    def offsets_for_times(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """First offset whose timestamp is >= the given epoch-ms, per partition."""
+        result = self.consumer.offsets_for_times(
+            [KafkaTopicPartition(tp.topic, tp.partition, ms) for tp, ms in wanted.items()],
+            timeout=METADATA_TIMEOUT_S,
+        )
+        out: dict[TopicPartition, int] = {}
+        for ktp in result:
+            if ktp.error is not None:
+                raise KafkaException(ktp.error)
+            out[TopicPartition(ktp.topic, ktp.partition)] = ktp.offset
+        return out
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def __getstate__(self) -> dict[str, object]:
+        # A live client never travels with a pickled reader; the new owner reconnects.
+        return {"_options": self._options, "_consumer": None}
