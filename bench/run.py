@@ -1,0 +1,143 @@
+"""Strandline vs Tansu with confluent-kafka: throughput and end-to-end latency, one run.
+
+    .venv/bin/python bench/run.py [--quick] [--targets strandline,tansu]
+
+Prints a rich table and one JSON line (`BENCH_JSON {...}`); see bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+# Run as a script (`python bench/run.py`): make the repo root importable for `bench.*`.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from bench.targets import TARGETS  # noqa: E402
+from bench.workloads import (  # noqa: E402
+    consume_throughput,
+    create_topic,
+    end_to_end_latency,
+    produce_throughput,
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Bounded counts and durations; a case stops early at `max_seconds` of producing."""
+
+    records_1k: int
+    records_100b: int
+    max_seconds: float
+    latency_seconds: float
+    latency_rate: int = 1000
+
+
+FULL = Plan(records_1k=150_000, records_100b=500_000, max_seconds=20.0, latency_seconds=10.0)
+QUICK = Plan(records_1k=20_000, records_100b=50_000, max_seconds=5.0, latency_seconds=2.0)
+
+# Higher is better for every metric except the latency ones.
+LOWER_IS_BETTER = ("latency",)
+
+
+def run_target(bootstrap: str, plan: Plan, console: Console) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    stamp = int(time.time() * 1000)
+    for size, label, count in ((1024, "1KiB", plan.records_1k), (100, "100B", plan.records_100b)):
+        consume_topic = ""
+        for acks, acks_label in (("1", "acks=1"), ("all", "acks=all")):
+            topic = f"bench-{label}-{acks}-{stamp}"
+            create_topic(bootstrap, topic)
+            result = produce_throughput(bootstrap, topic, size, count, acks, plan.max_seconds)
+            console.log(f"produce {label} {acks_label}: {result.records} records, "
+                        f"{result.mb_per_s:.1f} MB/s")
+            figures[f"produce {label} {acks_label} MB/s"] = result.mb_per_s
+            figures[f"produce {label} {acks_label} msgs/s"] = result.msgs_per_s
+            if acks == "1":
+                consume_topic, consume_count = topic, result.records + 3  # + warm-up records
+        result = consume_throughput(bootstrap, consume_topic, consume_count, plan.max_seconds)
+        console.log(f"consume {label}: {result.records} records, {result.mb_per_s:.1f} MB/s")
+        figures[f"consume {label} MB/s"] = result.mb_per_s
+        figures[f"consume {label} msgs/s"] = result.msgs_per_s
+    topic = f"bench-latency-{stamp}"
+    create_topic(bootstrap, topic)
+    latency = end_to_end_latency(bootstrap, topic, plan.latency_rate, plan.latency_seconds)
+    console.log(f"e2e latency: p50 {latency.p50_ms:.2f} ms, p99 {latency.p99_ms:.2f} ms "
+                f"({latency.samples} samples)")
+    figures["e2e latency p50 ms"] = latency.p50_ms
+    figures["e2e latency p99 ms"] = latency.p99_ms
+    figures["e2e latency max ms"] = latency.max_ms
+    figures["e2e latency samples"] = float(latency.samples)
+    return figures
+
+
+def ratios(results: dict[str, dict[str, float]]) -> dict[str, float]:
+    """strandline / tansu per metric (for latency, < 1 means Strandline is faster)."""
+    ours, peer = results.get("strandline"), results.get("tansu")
+    if not ours or not peer:
+        return {}
+    return {k: ours[k] / peer[k] for k in ours if k in peer and peer[k] and "samples" not in k}
+
+
+def render(results: dict[str, dict[str, float]], errors: dict[str, str], console: Console) -> None:
+    table = Table(title="Strandline bench (confluent-kafka, 3 partitions, one broker)")
+    table.add_column("metric")
+    names = list(results)
+    for name in names:
+        table.add_column(name, justify="right")
+    ratio = ratios(results)
+    if ratio:
+        table.add_column("strandline / tansu", justify="right")
+    metrics = list(dict.fromkeys(k for figures in results.values() for k in figures))
+    for metric in metrics:
+        cells = [f"{results[n][metric]:,.2f}" if metric in results[n] else "-" for n in names]
+        if ratio:
+            cells.append(f"{ratio[metric]:.2f}x" if metric in ratio else "-")
+        table.add_row(metric, *cells)
+    console.print(table)
+    for name, error in errors.items():
+        console.print(f"[red]{name} failed:[/red] {error}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short run (seconds, not minutes)")
+    parser.add_argument("--targets", default="strandline,tansu",
+                        help=f"comma-separated, from: {', '.join(TARGETS)}")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    console = Console(stderr=True)
+    results: dict[str, dict[str, float]] = {}
+    errors: dict[str, str] = {}
+    for name in args.targets.split(","):
+        console.rule(name)
+        try:
+            with TARGETS[name]() as bootstrap:
+                console.log(f"{name} at {bootstrap}")
+                results[name] = run_target(bootstrap, plan, console)
+        except Exception as exc:  # a broken target must not hide the other's figures
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            console.log(traceback.format_exc())
+    load = os.getloadavg()
+    render(results, errors, Console())
+    # Client and broker share this machine's cores: the load says how far to trust a figure.
+    Console().print(f"load average during the run: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min)")
+    print("BENCH_JSON " + json.dumps({"plan": "quick" if args.quick else "full",
+                                      "loadavg_1m": round(load[0], 2),
+                                      "results": results, "ratios": ratios(results),
+                                      "errors": errors}, sort_keys=True))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,632 @@
+"""Kafka's ZooKeeper metadata operations over kazoo (KafkaZkClient's role).
+
+Threading: kazoo runs its own threads. Watch callbacks registered here run on
+kazoo's event thread, never on the broker's asyncio loop; the broker must marshal
+them onto its loop, e.g. `zk.watch_children(path, on_loop(loop, handler))`, which
+wraps `loop.call_soon_threadsafe`. The blocking calls below are meant for start-up,
+tools and the controller's executor; each is one or a few ZooKeeper round trips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+from kazoo.protocol.states import KazooState, ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from strandline.coordination import znodes
+from strandline.coordination.errors import (
+    BrokerIdInUseError,
+    ControllerMovedError,
+    TopicExistsError,
+    ZkVersionConflictError,
+)
+from strandline.coordination.znodes import Assignment, BrokerRegistration, LeaderAndIsr
+from strandline.types import TopicPartition
+
+
+def split_connect_string(connect: str) -> tuple[str, str]:
+    """`host:port[,host:port]/chroot` -> (hosts, "/chroot" or "")."""
+    hosts, slash, chroot = connect.partition("/")
+    chroot = ("/" + chroot).rstrip("/") if slash else ""
+    return hosts, chroot
+
+
+def on_loop(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any]) -> Callable[..., None]:
+    """Wrap `callback` so that calling it from kazoo's thread runs it on `loop`."""
+
+    def marshal(*args: Any) -> None:
+        loop.call_soon_threadsafe(callback, *args)
+
+    return marshal
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ZkClient:
+    """One ZooKeeper session, chrooted as `zookeeper.connect` says."""
+
+    def __init__(
+        self, connect: str, session_timeout_ms: int = 18000, connect_timeout_s: float = 15.0
+    ):
+        self.connect_string = connect
+        self.hosts, self.chroot = split_connect_string(connect)
+        self.session_timeout_ms = session_timeout_ms
+        self.connect_timeout_s = connect_timeout_s
+        self._kazoo: KazooClient | None = None
+        # zkVersion of /controller_epoch after our last successful election: controller
+        # writes can be fenced on it (Kafka's checkControllerEpoch multi-op).
+        self.controller_epoch_zk_version: int | None = None
+
+    # --- session ---------------------------------------------------------------------
+
+    @property
+    def kazoo(self) -> KazooClient:
+        if self._kazoo is None:
+            raise RuntimeError("ZkClient is not connected; call connect() first")
+        return self._kazoo
+
+    def connect(self) -> ZkClient:
+        if self.chroot:
+            # Like Kafka: create the chroot path if it is missing, then chroot to it.
+            bootstrap = KazooClient(hosts=self.hosts, timeout=self.session_timeout_ms / 1000)
+            try:
+                bootstrap.start(timeout=self.connect_timeout_s)
+                bootstrap.ensure_path(self.chroot)
+            finally:
+                bootstrap.stop()
+                bootstrap.close()
+        client = KazooClient(hosts=self.hosts + self.chroot, timeout=self.session_timeout_ms / 1000)
+        try:
+            client.start(timeout=self.connect_timeout_s)
+            for path in znodes.PERSISTENT_PATHS:
+                client.ensure_path(path)
+        except BaseException:
+            # kazoo keeps retrying in its threads unless told to stop.
+            client.stop()
+            client.close()
+            raise
+        self._kazoo = client
+        return self
+
+    def close(self) -> None:
+        client, self._kazoo = self._kazoo, None
+        if client is not None:
+            client.stop()
+            client.close()
+
+    def __enter__(self) -> ZkClient:
+        # `with ZkClient(...).connect() as zk:` must not open a second session.
+        return self if self._kazoo is not None else self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def session_id(self) -> int:
+        return int(self.kazoo.client_id[0])
+
+    def add_state_listener(self, listener: Callable[[KazooState], Any]) -> None:
+        """Called on kazoo's thread with LOST / SUSPENDED / CONNECTED.
+
+        After LOST, kazoo opens a new session: the ephemeral broker and controller
+        znodes are gone and the broker must register again (Kafka's re-registration).
+        """
+        self.kazoo.add_listener(listener)
+
+    # --- brokers ---------------------------------------------------------------------
+
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        rack: str | None = None,
+        endpoints: Iterable[str] = (),
+        stale_wait_s: float | None = None,
+    ) -> int:
+        """Create the ephemeral /brokers/ids/<id>; returns the broker epoch (its czxid).
+
+        A broker restarted right after a crash finds its previous incarnation's znode
+        still there until that session expires; we wait up to `stale_wait_s` (default
+        1.5 x our session timeout + 1 s) for it to vanish, then raise BrokerIdInUseError:
+        a znode that outlives that is held by a live broker with the same id.
+        """
+        reg = BrokerRegistration(
+            broker_id=broker_id,
+            host=host,
+            port=port,
+            rack=rack,
+            endpoints=tuple(endpoints),
+            timestamp_ms=_now_ms(),
+        )
+        data = znodes.encode_broker_registration(reg)
+        path = znodes.broker_path(broker_id)
+        if stale_wait_s is None:
+            stale_wait_s = 1.5 * self.session_timeout_ms / 1000 + 1.0
+        deadline = time.monotonic() + stale_wait_s
+        while True:
+            try:
+                _, stat = self.kazoo.create(path, data, ephemeral=True, include_data=True)
+                return int(stat.czxid)
+            except NodeExistsError:
+                pass
+            gone = threading.Event()
+            try:
+                _, stat = self.kazoo.get(path, watch=lambda _event, gone=gone: gone.set())
+            except NoNodeError:
+                continue
+            if stat.ephemeralOwner == self.session_id:
+                # Our own node (a retried create after a connection blip) keeps its epoch.
+                return int(stat.czxid)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BrokerIdInUseError(
+                    f"broker.id {broker_id} is already registered at {self.chroot}{path} by "
+                    f"another live ZooKeeper session (0x{stat.ephemeralOwner:x}); is another "
+                    "broker with the same broker.id running?"
+                )
+            gone.wait(remaining)
+
+    def get_broker(self, broker_id: int) -> BrokerRegistration | None:
+        try:
+            data, stat = self.kazoo.get(znodes.broker_path(broker_id))
+        except NoNodeError:
+            return None
+        return znodes.decode_broker_registration(broker_id, data, epoch=stat.czxid)
+
+    def get_live_brokers(self) -> dict[int, BrokerRegistration]:
+        brokers: dict[int, BrokerRegistration] = {}
+        for child in self.kazoo.get_children(znodes.BROKER_IDS_PATH):
+            reg = self.get_broker(int(child))
+            if reg is not None:  # it may vanish between the listing and the read
+                brokers[reg.broker_id] = reg
+        return dict(sorted(brokers.items()))
+
+    # --- topics ----------------------------------------------------------------------
+
+    def create_topic(
+        self, name: str, assignment: Assignment, config: dict[str, str] | None = None
+    ) -> None:
+        """Write the topic's config, then its assignment (Kafka's order: a watcher that
+        sees the topic can already read its config)."""
+        if self.kazoo.exists(znodes.topic_path(name)):
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        self._set_or_create(
+            znodes.topic_config_path(name), znodes.encode_topic_config(config or {})
+        )
+        try:
+            self.kazoo.create(znodes.topic_path(name), znodes.encode_topic_assignment(assignment))
+        except NodeExistsError:
+            raise TopicExistsError(f"Topic '{name}' already exists.") from None
+
+    def get_all_topics(self) -> list[str]:
+        return sorted(self.kazoo.get_children(znodes.BROKER_TOPICS_PATH))
+
+    def get_topic_assignment(self, name: str) -> Assignment | None:
+        try:
+            data, _ = self.kazoo.get(znodes.topic_path(name))
+        except NoNodeError:
+            return None
+        return znodes.decode_topic_assignment(data)
+
+    def set_topic_assignment(
+        self, name: str, assignment: Assignment, expected_version: int = -1
+    ) -> int:
+        path = znodes.topic_path(name)
+        try:
+            stat = self.kazoo.set(
+                path, znodes.encode_topic_assignment(assignment), expected_version
+            )
+        except BadVersionError:
+            raise ZkVersionConflictError(path, expected_version) from None
+        return int(stat.version)
+
+    def get_topic_config(self, name: str) -> dict[str, str]:
+        try:
+            data, _ = self.kazoo.get(znodes.topic_config_path(name))
+        except NoNodeError:
+            return {}
+        return znodes.decode_topic_config(data)
+
+    def set_topic_config(self, name: str, config: dict[str, str]) -> None:
+        """Replace the topic's overrides and announce it under /config/changes, so every
+        broker's config watcher reloads the topic (Kafka's AdminZkClient.changeConfigs)."""
+        self._set_or_create(znodes.topic_config_path(name), znodes.encode_topic_config(config))
+        self.kazoo.create(
+            f"{znodes.CONFIG_CHANGES_PATH}/{znodes.CONFIG_CHANGE_PREFIX}",
+            znodes.encode_config_change(f"topics/{name}"),
+            sequence=True,
+        )
+
+    def get_config_changes(self) -> dict[str, str]:
+        """Sequential change-notification name -> entity path ("topics/<name>")."""
+        changes: dict[str, str] = {}
+        for child in sorted(self.kazoo.get_children(znodes.CONFIG_CHANGES_PATH)):
+            try:
+                data, _ = self.kazoo.get(f"{znodes.CONFIG_CHANGES_PATH}/{child}")
+            except NoNodeError:
+                continue
+            changes[child] = znodes.decode_config_change(data)
+        return changes
+
+    def _set_or_create(self, path: str, data: bytes) -> None:
+        try:
+            self.kazoo.set(path, data)
+        except NoNodeError:
+            try:
+                self.kazoo.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.kazoo.set(path, data)
+
+    # --- partition state -------------------------------------------------------------
+
+    def get_partition_state(self, tp: TopicPartition) -> tuple[LeaderAndIsr, int] | None:
+        """(state, zkVersion), or None when the partition has no state znode yet."""
+        try:
+            data, stat = self.kazoo.get(znodes.partition_state_path(tp))
+        except NoNodeError:
+            return None
+        return znodes.decode_leader_and_isr(data), int(stat.version)
+
+    def get_partition_states(
+        self, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, tuple[LeaderAndIsr, int]]:
+        """Pipelined reads (one round trip's latency for many partitions)."""
+        pending = [(tp, self.kazoo.get_async(znodes.partition_state_path(tp))) for tp in tps]
+        states: dict[TopicPartition, tuple[LeaderAndIsr, int]] = {}
+        for tp, result in pending:
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                continue
+            states[tp] = (znodes.decode_leader_and_isr(data), int(stat.version))
+        return states
+
+    def create_partition_state(self, tp: TopicPartition, state: LeaderAndIsr) -> int:
+        """Create the state znode (and its parents); returns its zkVersion (0).
+
+        Raises ZkVersionConflictError when it already exists: a create is a write
+        conditional on absence.
+        """
+        path = znodes.partition_state_path(tp)
+        try:
+            self.kazoo.create(path, znodes.encode_leader_and_isr(state), makepath=True)
+        except NodeExistsError:
+            raise ZkVersionConflictError(path, None, "state znode already exists") from None
+        return 0
+
+    def create_partition_states(
+        self,
+        states: dict[TopicPartition, LeaderAndIsr],
+        fence_controller_epoch: bool = False,
+    ) -> dict[TopicPartition, int | Exception]:
+        """Create many state znodes, pipelined (a new topic's partitions coming online).
+        Each partition gets zkVersion 0 or the exception its create met
+        (ZkVersionConflictError if it already exists, ControllerMovedError if fenced)."""
+        parents = sorted(
+            {znodes.topic_partitions_path(tp.topic) for tp in states}
+            | {znodes.partition_path(tp) for tp in states}
+        )
+        # Parents first (shorter paths sort first), each level pipelined.
+        for depth in sorted({p.count("/") for p in parents}):
+            level = [p for p in parents if p.count("/") == depth]
+            for result in [self.kazoo.create_async(p, b"") for p in level]:
+                try:
+                    result.get()
+                except (NodeExistsError, NoNodeError):
+                    pass  # a missing topic znode fails its partitions' creates below
+        pending: list[tuple[TopicPartition, str, Any]] = []
+        for tp, state in states.items():
+            path = znodes.partition_state_path(tp)
+            data = znodes.encode_leader_and_isr(state)
+            if fence_controller_epoch:
+                txn = self.kazoo.transaction()
+                txn.check(znodes.CONTROLLER_EPOCH_PATH, self._fencing_version())
+                txn.create(path, data)
+                pending.append((tp, path, txn.commit_async()))
+            else:
+                pending.append((tp, path, self.kazoo.create_async(path, data)))
+        results: dict[TopicPartition, int | Exception] = {}
+        for tp, path, async_result in pending:
+            try:
+                outcome = async_result.get()
+            except NodeExistsError:
+                results[tp] = ZkVersionConflictError(path, None, "state znode already exists")
+                continue
+            except Exception as exc:  # noqa: BLE001 - handed back per partition
+                results[tp] = exc
+                continue
+            if fence_controller_epoch:
+                check_result, create_result = outcome
+                if isinstance(check_result, BadVersionError):
+                    results[tp] = ControllerMovedError(
+                        f"/controller_epoch changed; create of {path} fenced"
+                    )
+                elif isinstance(create_result, NodeExistsError):
+                    results[tp] = ZkVersionConflictError(path, None, "state znode already exists")
+                elif isinstance(create_result, Exception):
+                    results[tp] = create_result
+                elif isinstance(check_result, Exception):
+                    results[tp] = check_result
+                else:
+                    results[tp] = 0
+            else:
+                results[tp] = 0
+        return results
+
+    def update_partition_state(
+        self,
+        tp: TopicPartition,
+        state: LeaderAndIsr,
+        expected_version: int,
+        fence_controller_epoch: bool = False,
+    ) -> int:
+        """Conditional write of the state znode; returns the new zkVersion.
+
+        With `fence_controller_epoch`, the write also requires /controller_epoch to be
+        at the version this client's election produced (ControllerMovedError if not).
+        """
+        result = self.update_partition_states(
+            {tp: (state, expected_version)}, fence_controller_epoch=fence_controller_epoch
+        )[tp]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def update_partition_states(
+        self,
+        updates: dict[TopicPartition, tuple[LeaderAndIsr, int]],
+        fence_controller_epoch: bool = False,
+    ) -> dict[TopicPartition, int | Exception]:
+        """Many conditional writes, pipelined. Each partition gets its new zkVersion or
+        the exception its write met (ZkVersionConflictError, NoNodeError,
+        ControllerMovedError); one failure does not stop the others."""
+        pending: list[tuple[TopicPartition, str, int, Any]] = []
+        for tp, (state, expected_version) in updates.items():
+            path = znodes.partition_state_path(tp)
+            data = znodes.encode_leader_and_isr(state)
+            if fence_controller_epoch:
+                txn = self.kazoo.transaction()
+                txn.check(znodes.CONTROLLER_EPOCH_PATH, self._fencing_version())
+                txn.set_data(path, data, expected_version)
+                pending.append((tp, path, expected_version, txn.commit_async()))
+            else:
+                pending.append(
+                    (tp, path, expected_version, self.kazoo.set_async(path, data, expected_version))
+                )
+        results: dict[TopicPartition, int | Exception] = {}
+        for tp, path, expected_version, async_result in pending:
+            try:
+                outcome = async_result.get()
+            except BadVersionError:
+                results[tp] = ZkVersionConflictError(path, expected_version)
+                continue
+            except Exception as exc:  # noqa: BLE001 - handed back per partition
+                results[tp] = exc
+                continue
+            if fence_controller_epoch:
+                # commit() reports failures as exception objects in its result list.
+                check_result, set_result = outcome
+                if isinstance(check_result, BadVersionError):
+                    results[tp] = ControllerMovedError(
+                        f"/controller_epoch changed; write to {path} fenced"
+                    )
+                elif isinstance(set_result, BadVersionError):
+                    results[tp] = ZkVersionConflictError(path, expected_version)
+                elif isinstance(set_result, Exception):
+                    results[tp] = set_result
+                elif isinstance(check_result, Exception):
+                    results[tp] = check_result
+                else:
+                    results[tp] = int(set_result.version)
+            else:
+                results[tp] = int(outcome.version)
+        return results
+
+    def _fencing_version(self) -> int:
+        if self.controller_epoch_zk_version is None:
+            raise ControllerMovedError("this client never won a controller election")
+        return self.controller_epoch_zk_version
+
+    # --- topic deletion --------------------------------------------------------------
+
+    def mark_topic_for_deletion(self, name: str) -> None:
+        try:
+            self.kazoo.create(znodes.delete_topic_path(name), b"")
+        except NodeExistsError:
+            pass
+
+    def get_topics_marked_for_deletion(self) -> list[str]:
+        return sorted(self.kazoo.get_children(znodes.DELETE_TOPICS_PATH))
+
+    def delete_topic_znodes(self, name: str) -> None:
+        """Remove the topic's assignment, partition states, config and deletion mark."""
+        for path in (
+            znodes.topic_path(name),
+            znodes.topic_config_path(name),
+            znodes.delete_topic_path(name),
+        ):
+            try:
+                self.kazoo.delete(path, recursive=True)
+            except NoNodeError:
+                pass
+            except NotEmptyError:  # a child appeared meanwhile; once more
+                self.kazoo.delete(path, recursive=True)
+
+    # --- controller ------------------------------------------------------------------
+
+    def get_controller(self) -> int | None:
+        try:
+            data, _ = self.kazoo.get(znodes.CONTROLLER_PATH)
+        except NoNodeError:
+            return None
+        return znodes.decode_controller(data)
+
+    def get_controller_epoch(self) -> tuple[int, int] | None:
+        """(controller epoch, zkVersion of /controller_epoch) or None before any election."""
+        try:
+            data, stat = self.kazoo.get(znodes.CONTROLLER_EPOCH_PATH)
+        except NoNodeError:
+            return None
+        return znodes.decode_controller_epoch(data), int(stat.version)
+
+    def try_elect_controller(self, broker_id: int) -> int | None:
+        """Try to become controller; returns the new controller epoch, or None if another
+        broker holds /controller or won the race for /controller_epoch.
+
+        One ZooKeeper multi-op creates the ephemeral /controller and bumps
+        /controller_epoch conditionally (Kafka: registerControllerAndIncrementControllerEpoch),
+        so two brokers can never both win the same epoch.
+        """
+        current = self.get_controller_epoch()
+        if current is None:
+            try:
+                self.kazoo.create(znodes.CONTROLLER_EPOCH_PATH, znodes.encode_controller_epoch(0))
+            except NodeExistsError:
+                pass
+            current = self.get_controller_epoch()
+            assert current is not None
+        epoch, version = current
+        new_epoch = epoch + 1
+        txn = self.kazoo.transaction()
+        txn.create(
+            znodes.CONTROLLER_PATH, znodes.encode_controller(broker_id, _now_ms()), ephemeral=True
+        )
+        txn.set_data(
+            znodes.CONTROLLER_EPOCH_PATH, znodes.encode_controller_epoch(new_epoch), version
+        )
+        results = txn.commit()
+        if any(isinstance(r, Exception) for r in results):
+            return None
+        self.controller_epoch_zk_version = int(results[1].version)
+        return new_epoch
+
+    def resign_controller(self, broker_id: int) -> None:
+        """Delete /controller if this broker holds it (controlled shutdown, tests)."""
+        try:
+            data, stat = self.kazoo.get(znodes.CONTROLLER_PATH)
+        except NoNodeError:
+            return
+        if znodes.decode_controller(data) == broker_id:
+            try:
+                self.kazoo.delete(znodes.CONTROLLER_PATH, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+        self.controller_epoch_zk_version = None
+
+    # --- ISR change notifications ----------------------------------------------------
+
+    def create_isr_change_notification(self, tps: Iterable[TopicPartition]) -> str:
+        """Persistent sequential /isr_change_notification/isr_change_<seq>; returns its name."""
+        path: str = self.kazoo.create(
+            f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{znodes.ISR_CHANGE_PREFIX}",
+            znodes.encode_isr_change_notification(sorted(set(tps))),
+            sequence=True,
+        )
+        return path.rsplit("/", 1)[1]
+
+    def get_isr_change_notifications(self) -> dict[str, list[TopicPartition]]:
+        notifications: dict[str, list[TopicPartition]] = {}
+        for child in sorted(self.kazoo.get_children(znodes.ISR_CHANGE_NOTIFICATION_PATH)):
+            try:
+                data, _ = self.kazoo.get(f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}")
+            except NoNodeError:
+                continue
+            notifications[child] = znodes.decode_isr_change_notification(data)
+        return notifications
+
+    def delete_isr_change_notifications(self, names: Iterable[str]) -> None:
+        for name in names:
+            try:
+                self.kazoo.delete(f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{name}")
+            except NoNodeError:
+                pass
+
+    # --- admin znodes ----------------------------------------------------------------
+
+    def get_partition_reassignment(self) -> dict[TopicPartition, list[int]]:
+        return self._get_admin(znodes.REASSIGN_PARTITIONS_PATH, znodes.decode_reassignment, {})
+
+    def create_partition_reassignment(self, reassignment: dict[TopicPartition, list[int]]) -> None:
+        """Fails with NodeExistsError while a reassignment is in progress, as Kafka's tool does."""
+        self.kazoo.create(
+            znodes.REASSIGN_PARTITIONS_PATH, znodes.encode_reassignment(reassignment), makepath=True
+        )
+
+    def set_partition_reassignment(self, reassignment: dict[TopicPartition, list[int]]) -> None:
+        """The controller rewrites the znode as partitions complete; empty deletes it."""
+        if reassignment:
+            self._set_or_create(
+                znodes.REASSIGN_PARTITIONS_PATH, znodes.encode_reassignment(reassignment)
+            )
+        else:
+            self._delete_quietly(znodes.REASSIGN_PARTITIONS_PATH)
+
+    def get_preferred_replica_election(self) -> list[TopicPartition]:
+        return self._get_admin(
+            znodes.PREFERRED_REPLICA_ELECTION_PATH, znodes.decode_preferred_replica_election, []
+        )
+
+    def create_preferred_replica_election(self, tps: Iterable[TopicPartition]) -> None:
+        self.kazoo.create(
+            znodes.PREFERRED_REPLICA_ELECTION_PATH,
+            znodes.encode_preferred_replica_election(sorted(set(tps))),
+            makepath=True,
+        )
+
+    def delete_preferred_replica_election(self) -> None:
+        self._delete_quietly(znodes.PREFERRED_REPLICA_ELECTION_PATH)
+
+    def _get_admin(self, path: str, decode: Callable[[bytes], Any], empty: Any) -> Any:
+        try:
+            data, _ = self.kazoo.get(path)
+        except NoNodeError:
+            return empty
+        return decode(data)
+
+    def _delete_quietly(self, path: str) -> None:
+        try:
+            self.kazoo.delete(path)
+        except NoNodeError:
+            pass
+
+    # --- watches ---------------------------------------------------------------------
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], Any]) -> ChildrenWatch:
+        """Call `callback(children)` now and on every change of `path`'s children.
+
+        Runs on kazoo's thread: wrap the callback with `on_loop(loop, ...)`. The path is
+        created if missing so the watch can be set.
+        """
+        self.kazoo.ensure_path(path)
+
+        def fire(children: list[str]) -> None:
+            callback(sorted(children))
+
+        return ChildrenWatch(self.kazoo, path, fire)
+
+    def watch_data(
+        self, path: str, callback: Callable[[bytes | None, ZnodeStat | None], Any]
+    ) -> DataWatch:
+        """Call `callback(data, stat)` now and on every change; (None, None) when the znode
+        does not exist (e.g. /controller after the controller died). Runs on kazoo's
+        thread: wrap the callback with `on_loop(loop, ...)`."""
+
+        def fire(data: bytes | None, stat: ZnodeStat | None) -> None:
+            callback(data if stat is not None else None, stat)
+
+        return DataWatch(self.kazoo, path, fire)
