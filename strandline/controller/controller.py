@@ -175,6 +175,12 @@ class Controller:
             znodes.PREFERRED_REPLICA_ELECTION_PATH,
             self._when_present(ControllerEvent("PreferredReplicaElection")),
         )
+        # Replicas on brokers that died while no controller watched (or with the old
+        # one) go offline: new leaders for what they led, out of the ISRs they were in.
+        dead = {
+            r for s in ctx.partition_states.values() for r in (*s.isr, s.leader)
+        } - set(ctx.live_brokers) - {-1}
+        await self._apply(decisions.on_brokers_failed(ctx, dead, self.unclean))
         # Partitions without a state (a topic created while no controller ran).
         new = [tp for tp in ctx.assignments if tp not in ctx.partition_states]
         await self._apply(decisions.elect_new_partitions(ctx, new), new_partitions=True)

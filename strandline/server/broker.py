@@ -13,11 +13,12 @@ import signal
 import time
 from pathlib import Path
 
+from kazoo.protocol.states import KazooState
 from kio.schema.errors import ErrorCode
 
-from strandline.controller.channel import ControllerChannel, ControllerRequest
 from strandline.client.connection import KafkaConnection
-from strandline.controller.controller import Controller
+from strandline.controller.channel import ControllerChannel, ControllerRequest
+from strandline.controller.controller import Controller, ControllerEvent
 from strandline.controller.remote_sender import BrokerRequestSender
 from strandline.controller.requests import (
     LeaderAndIsrRequest,
@@ -26,7 +27,6 @@ from strandline.controller.requests import (
 )
 from strandline.coordination import znodes
 from strandline.coordination.cluster_id import get_or_create_cluster_id
-from strandline.coordination.errors import BrokerIdInUseError
 from strandline.coordination.zk_client import ZkClient, on_loop
 from strandline.errors import StaleBrokerEpochError, StaleControllerEpochError
 from strandline.protocol import controller_messages as cm
@@ -98,13 +98,10 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.zk, cfg.broker_id)
         self.server = SocketServer(self, cfg.host, cfg.port, cfg.socket_request_max_bytes)
         await self.server.start()
-        self.broker_epoch = await asyncio.to_thread(
-            self.zk.register_broker,
-            cfg.broker_id,
-            cfg.advertised_host,
-            cfg.advertised_port,
-            cfg.rack,
-        )
+        # register_broker waits out the ephemeral znode of a crashed previous incarnation.
+        self.broker_epoch = await self._register()
+        self._session_lost = False
+        self.zk.add_state_listener(on_loop(asyncio.get_running_loop(), self._on_zk_state))
         self._seen_config_changes: set[str] = set()
         self.zk.watch_children(
             znodes.CONFIG_CHANGES_PATH, on_loop(asyncio.get_running_loop(), self._on_config_changes)
@@ -135,24 +132,29 @@ class Broker:
         )
 
     async def _register(self) -> int:
-        """Create /brokers/ids/<id>. After a crash the previous incarnation's ephemeral
-        znode lives until its session expires, so wait that long before giving up."""
         cfg = self.config
-        deadline = time.monotonic() + 2 * cfg.zookeeper_session_timeout_ms / 1000 + 1
-        while True:
-            try:
-                return await asyncio.to_thread(
-                    self.zk.register_broker,
-                    cfg.broker_id,
-                    cfg.advertised_host,
-                    cfg.advertised_port,
-                    cfg.rack,
-                )
-            except BrokerIdInUseError:
-                if time.monotonic() > deadline:
-                    raise
-                log.info("broker.id %d still registered by a previous session; waiting", cfg.broker_id)
-                await asyncio.sleep(0.2)
+        return await asyncio.to_thread(
+            self.zk.register_broker,
+            cfg.broker_id,
+            cfg.advertised_host,
+            cfg.advertised_port,
+            cfg.rack,
+        )
+
+    def _on_zk_state(self, state: KazooState) -> None:
+        """After an expired session our ephemeral znodes are gone: register again with
+        a new broker epoch once kazoo has a new session (Kafka's re-registration)."""
+        if state == KazooState.LOST:
+            log.warning("ZooKeeper session expired; will register again")
+            self._session_lost = True
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            self._tasks.append(asyncio.create_task(self._reregister(), name="re-register"))
+
+    async def _reregister(self) -> None:
+        self.broker_epoch = await self._register()
+        log.info("registered again with broker epoch %d", self.broker_epoch)
+        self.controller.put(ControllerEvent("ControllerChange"))
 
     async def _tick_loop(self) -> None:
         while True:

@@ -35,12 +35,11 @@ RESPONSE_MAX_BYTES = 10 << 20
 BACKOFF_S = 0.1
 REQUEST_TIMEOUT_S = 10.0
 
-# Errors after which the partition waits for the controller's next LeaderAndIsr.
-_LEADERSHIP_ERRORS = {
-    ErrorCode.not_leader_or_follower,
-    ErrorCode.fenced_leader_epoch,
-    ErrorCode.unknown_topic_or_partition,
-}
+# Our leader epoch is older than the leader's: this partition waits for the
+# controller's next LeaderAndIsr. Other errors (the leader has not heard of its
+# leadership yet: NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, ...) are retried after
+# a back-off, as Kafka's fetcher delays a failed partition.
+_STALE_EPOCH_ERRORS = {ErrorCode.fenced_leader_epoch}
 
 
 class ReplicaFetcher:
@@ -49,6 +48,7 @@ class ReplicaFetcher:
         self.leader = leader
         self.partitions: set[TopicPartition] = set()
         self._conn: KafkaConnection | None = None
+        self._delayed_until: dict[TopicPartition, float] = {}
         self._wakeup = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{manager.broker_id}-{leader.broker_id}"
@@ -60,6 +60,8 @@ class ReplicaFetcher:
 
     def add(self, tps: set[TopicPartition]) -> None:
         self.partitions |= tps
+        for tp in tps:
+            self._delayed_until.pop(tp, None)
         self._wakeup.set()
 
     async def stop(self) -> None:
@@ -125,6 +127,7 @@ class ReplicaFetcher:
             }
             if not pending:
                 return
+            asked_epochs = {tp: h.leader_epoch for tp, h in pending.items()}
             request = epoch_v4.OffsetForLeaderEpochRequest(
                 replica_id=self.manager.broker_id,
                 topics=tuple(
@@ -152,7 +155,7 @@ class ReplicaFetcher:
                     if hosted is None or hosted.follower_state is None:
                         continue
                     if p.error_code != ErrorCode.none:
-                        self._on_partition_error(tp, p.error_code)
+                        self._on_partition_error(tp, p.error_code, asked_epochs[tp])
                         retry = True
                         continue
                     decision = hosted.follower_state.on_epoch_answer(
@@ -238,7 +241,7 @@ class ReplicaFetcher:
                     await self._on_out_of_range(conn, h)
                     continue
                 if p.error_code != ErrorCode.none:
-                    self._on_partition_error(tp, p.error_code)
+                    self._on_partition_error(tp, p.error_code, epoch)
                     continue
                 if not h.follower_state.accepts_fetch_response(
                     fetch_offset, epoch, h.log.log_end_offset
@@ -288,10 +291,16 @@ class ReplicaFetcher:
         else:
             self.rm.truncate(hosted, truncate_to)
 
-    def _on_partition_error(self, tp: TopicPartition, error: ErrorCode) -> None:
-        if error in _LEADERSHIP_ERRORS:
+    def _on_partition_error(self, tp: TopicPartition, error: ErrorCode, sent_epoch: int) -> None:
+        hosted = self.rm.partitions.get(tp)
+        if hosted is None or hosted.leader_epoch != sent_epoch:
+            return  # an answer about an epoch we have left behind meanwhile
+        if error in _STALE_EPOCH_ERRORS:
             log.info("fetcher: %s answered %s; waiting for new leadership", tp, error.name)
             self.partitions.discard(tp)
+        else:
+            log.debug("fetcher: %s answered %s; retrying after a back-off", tp, error.name)
+            self._delayed_until[tp] = time.monotonic() + BACKOFF_S
 
 
 class ReplicaFetcherManager:

@@ -170,7 +170,7 @@ class ReplicaManager:
             hosted.zk_version = state.zk_version
             hosted.min_insync_replicas = config.min_insync_replicas
             if state.leader == self.broker_id:
-                self._make_leader(hosted, now_ms)
+                self._make_leader(hosted, state.isr, now_ms)
                 stopped.add(state.tp)
                 role = "leader"
             else:
@@ -201,7 +201,7 @@ class ReplicaManager:
             self.on_become_follower(new_followers)
         return results
 
-    def _make_leader(self, hosted: HostedPartition, now_ms: int) -> None:
+    def _make_leader(self, hosted: HostedPartition, isr: tuple[int, ...], now_ms: int) -> None:
         plog = hosted.log
         hw = hosted.high_watermark
         hosted.follower_state = None
@@ -210,7 +210,7 @@ class ReplicaManager:
         plog.assign_leader_epoch(hosted.leader_epoch, plog.log_end_offset)
         leader_state.become_leader(
             hosted.leader_epoch,
-            frozenset(hosted.isr),
+            frozenset(isr),  # the controller's ISR, not the one of our previous term
             list(hosted.replicas),
             plog.log_end_offset,
             hw,
@@ -345,6 +345,9 @@ class ReplicaManager:
 
     def _spawn_isr_write(self, hosted: HostedPartition, new_isr: tuple[int, ...], why: str) -> None:
         if self.isr_writer is None or hosted.isr_write_in_flight:
+            self.state_change_log.record(
+                f"isr-{why}-deferred", tp=hosted.tp, proposed=list(new_isr), isr=list(hosted.isr)
+            )
             return
         hosted.isr_write_in_flight = True
         asyncio.get_running_loop().create_task(self._write_isr(hosted, new_isr, why))

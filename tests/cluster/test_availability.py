@@ -4,7 +4,7 @@ unclean leader election."""
 from __future__ import annotations
 
 
-from tests.cluster.support import (
+from .support import (
     create_topic,
     delivery_recorder,
     partition_status,

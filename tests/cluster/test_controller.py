@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from tests.cluster.support import (
+from .support import (
     consume_all,
     create_topic,
     delivery_recorder,
@@ -21,7 +21,7 @@ from strandline.types import TopicPartition
 def test_controller_failover_raises_the_epoch_and_fences_the_old_one(cluster_factory) -> None:
     from strandline.client.connection import send_request
     from strandline.controller.requests import LeaderAndIsrRequest, PartitionState
-    from strandline.protocol.controller_messages import leader_and_isr_to_wire, response_type_of
+    from strandline.protocol.controller_messages import leader_and_isr_request_to_wire
 
     cluster = cluster_factory(brokers=3)
     before = cluster.status()
@@ -46,8 +46,7 @@ def test_controller_failover_raises_the_epoch_and_fences_the_old_one(cluster_fac
         ),
         live_leaders=(),
     )
-    wire = leader_and_isr_to_wire(stale)
-    response = send_request(host, port, wire, timeout=5, response_type=response_type_of(wire))
+    response = send_request(host, port, leader_and_isr_request_to_wire(stale), timeout=5)
     assert response.error_code == 11  # STALE_CONTROLLER_EPOCH
 
     # The cluster keeps working under the new controller.

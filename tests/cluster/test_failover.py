@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.cluster.support import (
+from .support import (
     consume_all,
     create_topic,
     delivery_recorder,
@@ -84,10 +84,16 @@ def test_stalled_follower_leaves_isr_and_rejoins(cluster_factory) -> None:
     tp = TopicPartition("stall", 0)
     status = partition_status(cluster, tp)
     follower = next(b for b in status.replicas if b != status.leader)
-    p = producer(cluster, **{"message.timeout.ms": 10000})
+    # A stopped broker still accepts TCP connections and never answers: keep the
+    # client's socket timeout short, and learn the metadata before the stop.
+    p = producer(cluster, **{"message.timeout.ms": 10000, "socket.timeout.ms": 2000})
     acked: dict[tuple[int, int], bytes] = {}
     errors: list[str] = []
     on_delivery = delivery_recorder(acked, errors)
+    p.produce("stall", value=b"warm-up", on_delivery=on_delivery)
+    p.flush(10)
+    assert len(acked) == 1
+    acked.clear()
 
     cluster.kill(follower, "STOP")
     try:
@@ -104,8 +110,8 @@ def test_stalled_follower_leaves_isr_and_rejoins(cluster_factory) -> None:
     for i in range(100):
         p.produce("stall", value=b"after-%d" % i, on_delivery=on_delivery)
     p.flush(10)
-    consumed = consume_all(cluster, "stall", 1, expected=200)
-    assert len(consumed) == 200
+    consumed = consume_all(cluster, "stall", 1, expected=201)
+    assert len(consumed) == 201
     wait_until("the ISR to be complete", lambda: len(partition_status(cluster, tp).isr) == 3)
-    copies = {b: replica_batches(cluster, b, tp, 200) for b in (1, 2, 3)}
+    copies = {b: replica_batches(cluster, b, tp, 201) for b in (1, 2, 3)}
     assert len(set(copies.values())) == 1
