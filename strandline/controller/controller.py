@@ -177,9 +177,11 @@ class Controller:
         )
         # Replicas on brokers that died while no controller watched (or with the old
         # one) go offline: new leaders for what they led, out of the ISRs they were in.
-        dead = {
-            r for s in ctx.partition_states.values() for r in (*s.isr, s.leader)
-        } - set(ctx.live_brokers) - {-1}
+        dead = (
+            {r for s in ctx.partition_states.values() for r in (*s.isr, s.leader)}
+            - set(ctx.live_brokers)
+            - {-1}
+        )
         await self._apply(decisions.on_brokers_failed(ctx, dead, self.unclean))
         # Partitions without a state (a topic created while no controller ran).
         new = [tp for tp in ctx.assignments if tp not in ctx.partition_states]
@@ -234,16 +236,12 @@ class Controller:
             if tp not in ctx.assignments:
                 added.append(tp)
             ctx.assignments[tp] = tuple(replicas)
-            found = await asyncio.to_thread(self.zk.get_partition_state, tp)
-            if found is not None:
-                state, version = found
-                ctx.partition_states[tp] = LeaderIsr(
-                    state.leader,
-                    state.leader_epoch,
-                    tuple(state.isr),
-                    state.controller_epoch,
-                    version,
-                )
+        tps = [TopicPartition(topic, p) for p in assignment]
+        found = await asyncio.to_thread(self.zk.get_partition_states, tps)
+        for tp, (state, version) in found.items():
+            ctx.partition_states[tp] = LeaderIsr(
+                state.leader, state.leader_epoch, tuple(state.isr), state.controller_epoch, version
+            )
         return added
 
     # -- events -----------------------------------------------------------------
@@ -404,40 +402,37 @@ class Controller:
         return self.ctx
 
     async def _apply(self, elections: list[Election], new_partitions: bool = False) -> None:
-        """Write the elected states (conditionally) and send LeaderAndIsr + UpdateMetadata."""
+        """Write the elected states (conditionally, pipelined, fenced by our controller
+        epoch) and send LeaderAndIsr + UpdateMetadata for the ones written."""
         if not elections:
             return
         ctx = self._ctx()
-        written = []
-        for e in elections:
-            state = znodes.LeaderAndIsr(
+
+        def as_znode(e: Election) -> znodes.LeaderAndIsr:
+            return znodes.LeaderAndIsr(
                 leader=e.state.leader,
                 leader_epoch=e.state.leader_epoch,
                 isr=list(e.state.isr),
                 controller_epoch=ctx.epoch,
             )
-            try:
-                if e.create:
-                    version = await asyncio.to_thread(self.zk.create_partition_state, e.tp, state)
-                else:
-                    version = await asyncio.to_thread(
-                        self.zk.update_partition_state,
-                        e.tp,
-                        state,
-                        e.state.zk_version,
-                        fence_controller_epoch=True,
-                    )
-            except Exception as exc:  # noqa: BLE001 - a conflict means our view is stale
-                log.warning("writing state of %s failed (%s); reloading it", e.tp, exc)
-                found = await asyncio.to_thread(self.zk.get_partition_state, e.tp)
-                if found is not None:
-                    s, v = found
-                    ctx.partition_states[e.tp] = LeaderIsr(
-                        s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch, v
-                    )
+
+        creates = {e.tp: as_znode(e) for e in elections if e.create}
+        updates = {e.tp: (as_znode(e), e.state.zk_version) for e in elections if not e.create}
+        results: dict[TopicPartition, int | Exception] = {}
+        if creates:
+            results.update(await asyncio.to_thread(self.zk.create_partition_states, creates, True))
+        if updates:
+            results.update(await asyncio.to_thread(self.zk.update_partition_states, updates, True))
+        written = []
+        stale = []
+        for e in elections:
+            outcome = results[e.tp]
+            if isinstance(outcome, Exception):
+                log.warning("writing state of %s failed (%s); reloading it", e.tp, outcome)
+                stale.append(e.tp)
                 continue
             ctx.partition_states[e.tp] = LeaderIsr(
-                e.state.leader, e.state.leader_epoch, e.state.isr, ctx.epoch, version
+                e.state.leader, e.state.leader_epoch, e.state.isr, ctx.epoch, outcome
             )
             written.append(e.tp)
             self.state_change_log.record(
@@ -454,6 +449,13 @@ class Controller:
                     "unclean leader election for %s: broker %d leads; records not on it are lost",
                     e.tp,
                     e.state.leader,
+                )
+        if stale:
+            # A conflict means our view is stale (a leader changed the ISR): reload.
+            found = await asyncio.to_thread(self.zk.get_partition_states, stale)
+            for tp, (s, version) in found.items():
+                ctx.partition_states[tp] = LeaderIsr(
+                    s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch, version
                 )
         await self._send_leader_and_isr(written, is_new=new_partitions)
         await self._send_update_metadata(sorted(ctx.live_brokers), written)
