@@ -78,7 +78,9 @@ def run_demo(
         total, windows, topic_records = _verify(spark, data_dir, cluster.bootstrap)
         _summary(stats, total, windows, topic_records, time.monotonic() - started)
         if total != stats.produced:
-            console.print(f"[red]counts add up to {total}, but {stats.produced} events were produced")
+            console.print(
+                f"[red]counts add up to {total}, but {stats.produced} events were produced"
+            )
             raise typer.Exit(1)
         console.print("[green]every produced event is counted exactly once[/green]")
     finally:
@@ -178,9 +180,7 @@ def _start_query(spark, bootstrap: str, data_dir: Path):  # type: ignore[no-unty
 
 
 def _leaders(cluster) -> dict[int, int]:  # type: ignore[no-untyped-def]
-    return {
-        p.tp.partition: p.leader for p in cluster.status().partitions if p.tp.topic == CLICKS
-    }
+    return {p.tp.partition: p.leader for p in cluster.status().partitions if p.tp.topic == CLICKS}
 
 
 def _produce_with_failover(cluster, events: int, rate: int, stats: RunStats) -> None:  # type: ignore[no-untyped-def]
@@ -217,10 +217,14 @@ def _produce_with_failover(cluster, events: int, rate: int, stats: RunStats) -> 
         task = progress.add_task("produce", total=events, note="")
         for i in range(events):
             event_ms = base_ms + i * EVENT_SPACING_MS + rng.randint(0, 500)
-            value = {"page": rng.choice(PAGES), "user": f"u{rng.randint(1, 500)}", "event_ms": event_ms}
+            user = f"u{rng.randint(1, 500)}"
+            value = {"page": rng.choice(PAGES), "user": user, "event_ms": event_ms}
             producer.produce(
-                CLICKS, key=value["user"].encode(), value=json.dumps(value).encode(),
-                timestamp=event_ms, on_delivery=on_delivery,
+                CLICKS,
+                key=user.encode(),
+                value=json.dumps(value).encode(),
+                timestamp=event_ms,
+                on_delivery=on_delivery,
             )
             if i % 500 == 0:
                 producer.poll(0)
@@ -266,7 +270,9 @@ def _end_offsets(bootstrap: str) -> dict[int, int]:
 def _await_caught_up(query, bootstrap: str, events: int, timeout_s: float) -> None:  # type: ignore[no-untyped-def]
     ends = _end_offsets(bootstrap)
     if sum(ends.values()) < events:
-        raise RuntimeError(f"the log holds {sum(ends.values())} clicks, fewer than {events} produced")
+        raise RuntimeError(
+            f"the log holds {sum(ends.values())} clicks, fewer than {events} produced"
+        )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if query.exception() is not None:
@@ -309,7 +315,9 @@ def _summary(stats: RunStats, total: int, windows: int, topic_records: int, seco
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("events produced (acks=all, idempotent)", f"{stats.produced:,}")
-    table.add_row("produce throughput", f"{stats.produced / max(stats.produce_seconds, 1e-9):,.0f} events/s")
+    table.add_row(
+        "produce throughput", f"{stats.produced / max(stats.produce_seconds, 1e-9):,.0f} events/s"
+    )
     table.add_row("sum of per-minute page counts", f"{total:,}")
     table.add_row("event-time minutes x pages", f"{windows:,} windows")
     table.add_row("records written to page-counts", f"{topic_records:,}")

@@ -81,8 +81,10 @@ class BrokerRequestSender:
                             )
                         await conn.send(wire, timeout=REQUEST_TIMEOUT_S)
                         break
-                    except (OSError, asyncio.TimeoutError) as e:
-                        log.debug("sending %s to broker %d: %s", type(request).__name__, broker_id, e)
+                    except (TimeoutError, OSError) as e:
+                        log.debug(
+                            "sending %s to broker %d: %s", type(request).__name__, broker_id, e
+                        )
                         if conn is not None:
                             await conn.close()
                             conn = None

@@ -50,6 +50,8 @@ HW_CHECKPOINT_INTERVAL_MS = 5000
 
 
 class Broker:
+    controller: Controller  # set in startup(), after the channel it needs
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id

@@ -18,6 +18,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from strandline.client.connection import KafkaConnection
 from strandline.controller.requests import BrokerInfo
@@ -29,7 +31,7 @@ from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartitio
 
 log = logging.getLogger(__name__)
 
-FETCH_MAX_WAIT = datetime.timedelta(milliseconds=500)
+FETCH_MAX_WAIT = i32Timedelta.parse(datetime.timedelta(milliseconds=500))
 PARTITION_MAX_BYTES = 1 << 20
 RESPONSE_MAX_BYTES = 10 << 20
 BACKOFF_S = 0.1
@@ -129,15 +131,15 @@ class ReplicaFetcher:
                 return
             asked_epochs = {tp: h.leader_epoch for tp, h in pending.items()}
             request = epoch_v4.OffsetForLeaderEpochRequest(
-                replica_id=self.manager.broker_id,
+                replica_id=BrokerId(self.manager.broker_id),
                 topics=tuple(
                     epoch_v4.OffsetForLeaderTopic(
-                        topic=topic,
+                        topic=TopicName(topic),
                         partitions=tuple(
                             epoch_v4.OffsetForLeaderPartition(
-                                partition=tp.partition,
-                                current_leader_epoch=h.leader_epoch,
-                                leader_epoch=h.log.leader_epoch_cache.latest_epoch,
+                                partition=i32(tp.partition),
+                                current_leader_epoch=i32(h.leader_epoch),
+                                leader_epoch=i32(h.log.leader_epoch_cache.latest_epoch),
                             )
                             for tp, h in pending.items()
                             if tp.topic == topic
@@ -200,24 +202,24 @@ class ReplicaFetcher:
             return
         sent = {tp: (h.log.log_end_offset, h.leader_epoch) for tp, h in hosted.items()}
         request = fetch_v12.FetchRequest(
-            replica_id=self.manager.broker_id,
+            replica_id=BrokerId(self.manager.broker_id),
             max_wait=FETCH_MAX_WAIT,
-            min_bytes=1,
-            max_bytes=RESPONSE_MAX_BYTES,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            min_bytes=i32(1),
+            max_bytes=i32(RESPONSE_MAX_BYTES),
+            isolation_level=i8(0),
+            session_id=i32(0),
+            session_epoch=i32(-1),
             topics=tuple(
                 fetch_v12.FetchTopic(
-                    topic=topic,
+                    topic=TopicName(topic),
                     partitions=tuple(
                         fetch_v12.FetchPartition(
-                            partition=tp.partition,
-                            current_leader_epoch=sent[tp][1],
-                            fetch_offset=sent[tp][0],
-                            last_fetched_epoch=-1,
-                            log_start_offset=h.log.log_start_offset,
-                            partition_max_bytes=PARTITION_MAX_BYTES,
+                            partition=i32(tp.partition),
+                            current_leader_epoch=i32(sent[tp][1]),
+                            fetch_offset=i64(sent[tp][0]),
+                            last_fetched_epoch=i32(-1),
+                            log_start_offset=i64(h.log.log_start_offset),
+                            partition_max_bytes=i32(PARTITION_MAX_BYTES),
                         )
                         for tp, h in hosted.items()
                         if tp.topic == topic
@@ -257,16 +259,16 @@ class ReplicaFetcher:
     async def _on_out_of_range(self, conn: KafkaConnection, hosted: HostedPartition) -> None:
         """Ask the leader for its log start and end, then truncate as Kafka does."""
         request = list_offsets_v7.ListOffsetsRequest(
-            replica_id=self.manager.broker_id,
-            isolation_level=0,
+            replica_id=BrokerId(self.manager.broker_id),
+            isolation_level=i8(0),
             topics=(
                 list_offsets_v7.ListOffsetsTopic(
-                    name=hosted.tp.topic,
+                    name=TopicName(hosted.tp.topic),
                     partitions=tuple(
                         list_offsets_v7.ListOffsetsPartition(
-                            partition_index=hosted.tp.partition,
-                            current_leader_epoch=hosted.leader_epoch,
-                            timestamp=ts,
+                            partition_index=i32(hosted.tp.partition),
+                            current_leader_epoch=i32(hosted.leader_epoch),
+                            timestamp=i64(ts),
                         )
                         for ts in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)
                     ),

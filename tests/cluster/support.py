@@ -40,15 +40,17 @@ def partition_status(cluster: LocalCluster, tp: TopicPartition) -> PartitionStat
 def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **config: str) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     futures = admin.create_topics(
-        [NewTopic(name, partitions, rf, config={k.replace("_", "."): v for k, v in config.items()})],
+        [
+            NewTopic(
+                name, partitions, rf, config={k.replace("_", "."): v for k, v in config.items()}
+            )
+        ],
         operation_timeout=20,
     )
     futures[name].result(30)
     wait_until(
         f"{name} to have leaders everywhere",
-        lambda: all(
-            not p.offline for p in cluster.status().partitions if p.tp.topic == name
-        ),
+        lambda: all(not p.offline for p in cluster.status().partitions if p.tp.topic == name),
     )
 
 
@@ -65,8 +67,9 @@ def producer(cluster: LocalCluster, **extra: object) -> Producer:
     return Producer(config)
 
 
-def consume_all(cluster: LocalCluster, topic: str, partitions: int, expected: int,
-                timeout_s: float = 30.0) -> dict[tuple[int, int], bytes]:
+def consume_all(
+    cluster: LocalCluster, topic: str, partitions: int, expected: int, timeout_s: float = 30.0
+) -> dict[tuple[int, int], bytes]:
     """(partition, offset) -> value for every record up to the high watermarks."""
     consumer = Consumer(
         {
@@ -108,7 +111,9 @@ def state_change_events(cluster: LocalCluster, broker_id: int) -> list[dict[str,
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def delivery_recorder(acked: dict[tuple[int, int], bytes], errors: list[str]) -> Callable[..., None]:
+def delivery_recorder(
+    acked: dict[tuple[int, int], bytes], errors: list[str]
+) -> Callable[..., None]:
     def on_delivery(err: KafkaException | None, message: object) -> None:
         if err is not None:
             errors.append(str(err))

@@ -3,6 +3,7 @@ unclean leader election."""
 
 from __future__ import annotations
 
+from strandline.types import TopicPartition
 
 from .support import (
     create_topic,
@@ -12,7 +13,6 @@ from .support import (
     state_change_events,
     wait_until,
 )
-from strandline.types import TopicPartition
 
 
 def _produce_one(cluster, acks: str, value: bytes) -> list[str]:
@@ -32,7 +32,9 @@ def test_acks_all_needs_min_isr_but_acks_1_does_not(cluster_factory) -> None:
     for b in (1, 2, 3):
         if b != leader:
             cluster.kill(b, "KILL")
-    wait_until("the ISR to shrink to the leader", lambda: partition_status(cluster, tp).isr == [leader])
+    wait_until(
+        "the ISR to shrink to the leader", lambda: partition_status(cluster, tp).isr == [leader]
+    )
     errors = _produce_one(cluster, "all", b"needs-two")
     assert any("NOT_ENOUGH_REPLICAS" in e for e in errors), errors
     assert _produce_one(cluster, "1", b"one-is-enough") == ["ok"]
@@ -56,7 +58,9 @@ def test_partition_with_dead_isr_stays_offline_until_an_isr_member_returns(clust
     wait_until("the partition to be offline", lambda: partition_status(cluster, tp).offline)
     assert partition_status(cluster, tp).leader in (None, -1)
     cluster.start(leader)
-    wait_until("the old ISR member to lead again", lambda: partition_status(cluster, tp).leader == leader)
+    wait_until(
+        "the old ISR member to lead again", lambda: partition_status(cluster, tp).leader == leader
+    )
 
 
 def test_unclean_election_lets_a_live_out_of_sync_replica_lead_and_logs_it(cluster_factory) -> None:
@@ -74,7 +78,10 @@ def test_unclean_election_lets_a_live_out_of_sync_replica_lead_and_logs_it(clust
         if b != out_of_sync:
             cluster.kill(b, "KILL")
     cluster.start(out_of_sync)
-    wait_until("the out-of-sync replica to lead", lambda: partition_status(cluster, tp).leader == out_of_sync)
+    wait_until(
+        "the out-of-sync replica to lead",
+        lambda: partition_status(cluster, tp).leader == out_of_sync,
+    )
     assert _produce_one(cluster, "1", b"after-unclean") == ["ok"]
     controller = cluster.status().controller
     assert controller == out_of_sync

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
+from strandline.types import TopicPartition
+
 from .support import (
     consume_all,
     create_topic,
@@ -15,7 +17,6 @@ from .support import (
     state_change_events,
     wait_until,
 )
-from strandline.types import TopicPartition
 
 
 def test_controller_failover_raises_the_epoch_and_fences_the_old_one(cluster_factory) -> None:
@@ -42,7 +43,9 @@ def test_controller_failover_raises_the_epoch_and_fences_the_old_one(cluster_fac
         controller_epoch=old_epoch,
         broker_epoch=after.broker_epochs[target],
         partitions=(
-            PartitionState(TopicPartition("ghost", 0), old_epoch, target, 99, (target,), 0, (target,)),
+            PartitionState(
+                TopicPartition("ghost", 0), old_epoch, target, 99, (target,), 0, (target,)
+            ),
         ),
         live_leaders=(),
     )
@@ -64,7 +67,7 @@ def test_topic_deletion_removes_data_and_znodes_everywhere(cluster_factory) -> N
     cluster = cluster_factory(brokers=3)
     create_topic(cluster, "doomed", 3, 3)
     p = producer(cluster)
-    for i in range(30):
+    for _ in range(30):
         p.produce("doomed", value=b"x")
     p.flush(10)
     dirs = [cluster.broker_dir(b) / "data" / f"doomed-{i}" for b in (1, 2, 3) for i in range(3)]
@@ -72,7 +75,9 @@ def test_topic_deletion_removes_data_and_znodes_everywhere(cluster_factory) -> N
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.delete_topics(["doomed"], operation_timeout=20)["doomed"].result(30)
     wait_until("data dirs gone", lambda: not any(d.exists() for d in dirs))
-    wait_until("znodes gone", lambda: all(pp.tp.topic != "doomed" for pp in cluster.status().partitions))
+    wait_until(
+        "znodes gone", lambda: all(pp.tp.topic != "doomed" for pp in cluster.status().partitions)
+    )
     assert "doomed" not in admin.list_topics(timeout=5).topics
 
 
@@ -86,12 +91,16 @@ def test_restarted_broker_truncates_by_leader_epoch_and_converges(cluster_factor
     p.flush(10)
     old_leader = partition_status(cluster, tp).leader
     cluster.kill(old_leader, "KILL")
-    wait_until("a new leader", lambda: partition_status(cluster, tp).leader not in (None, -1, old_leader))
+    wait_until(
+        "a new leader", lambda: partition_status(cluster, tp).leader not in (None, -1, old_leader)
+    )
     for i in range(200):
         p.produce("epochs", value=b"after-%d" % i)
     p.flush(15)
     cluster.start(old_leader)
-    wait_until("the old leader back in the ISR", lambda: old_leader in partition_status(cluster, tp).isr)
+    wait_until(
+        "the old leader back in the ISR", lambda: old_leader in partition_status(cluster, tp).isr
+    )
     events = state_change_events(cluster, old_leader)
     # It became a follower and settled its log end with OffsetForLeaderEpoch, not its HW.
     assert any(e["event"] == "become-follower" for e in events)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+from strandline.types import TopicPartition
+
 from .support import (
     consume_all,
     create_topic,
@@ -15,7 +17,6 @@ from .support import (
     replica_batches,
     wait_until,
 )
-from strandline.types import TopicPartition
 
 RECORDS = 50_000
 PARTITIONS = 3
@@ -32,7 +33,9 @@ def test_leader_kills_under_acks_all_lose_no_acknowledged_record(cluster_factory
     def produce() -> None:
         p = producer(cluster)
         for i in range(RECORDS):
-            p.produce("orders", key=str(i % 97).encode(), value=b"r%06d" % i, on_delivery=on_delivery)
+            p.produce(
+                "orders", key=str(i % 97).encode(), value=b"r%06d" % i, on_delivery=on_delivery
+            )
             if i % 500 == 0:
                 p.poll(0)
                 time.sleep(0.1)  # spread the load over the kills below
@@ -43,13 +46,16 @@ def test_leader_kills_under_acks_all_lose_no_acknowledged_record(cluster_factory
     thread.start()
     for partition in range(PARTITIONS):
         tp = TopicPartition("orders", partition)
-        leader = wait_until(f"a leader for {tp}", lambda tp=tp: partition_status(cluster, tp).leader)
+        leader = wait_until(
+            f"a leader for {tp}", lambda tp=tp: partition_status(cluster, tp).leader
+        )
         assert leader is not None and leader > 0
         cluster.kill(leader, "KILL")
         wait_until(
             f"{tp} to fail over from {leader}",
-            lambda tp=tp, dead=leader: (p := partition_status(cluster, tp)).leader not in (None, -1, dead)
-            and p.leader,
+            lambda tp=tp, dead=leader: (
+                (p := partition_status(cluster, tp)).leader not in (None, -1, dead) and p.leader
+            ),
         )
         cluster.start(leader)
         wait_until(
@@ -63,7 +69,9 @@ def test_leader_kills_under_acks_all_lose_no_acknowledged_record(cluster_factory
 
     consumed = consume_all(cluster, "orders", PARTITIONS, expected=len(acked))
     missing = {k: v for k, v in acked.items() if consumed.get(k) != v}
-    assert not missing, f"{len(missing)} acknowledged records lost or moved, e.g. {list(missing)[:5]}"
+    assert not missing, (
+        f"{len(missing)} acknowledged records lost or moved, e.g. {list(missing)[:5]}"
+    )
     for partition in range(PARTITIONS):
         offsets = sorted(o for (p, o) in consumed if p == partition)
         assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "offsets not dense"
@@ -98,7 +106,9 @@ def test_stalled_follower_leaves_isr_and_rejoins(cluster_factory) -> None:
     cluster.kill(follower, "STOP")
     try:
         # The leader drops it from the ISR (written to the state znode)...
-        wait_until(f"{follower} out of the ISR", lambda: follower not in partition_status(cluster, tp).isr)
+        wait_until(
+            f"{follower} out of the ISR", lambda: follower not in partition_status(cluster, tp).isr
+        )
         # ...and acks=all commits without it.
         for i in range(100):
             p.produce("stall", value=b"while-stopped-%d" % i, on_delivery=on_delivery)

@@ -26,7 +26,8 @@ from strandline.server.context import BrokerContext
 async def leader_and_isr(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     plain = cm.leader_and_isr_request_from_wire(request)
     try:
-        errors = await ctx.apply_controller_request(plain) or {}
+        errors = await ctx.apply_controller_request(plain)
+        assert isinstance(errors, dict)  # LeaderAndIsr answers per-partition errors
         response = cm.LeaderAndIsrResponse(ErrorCode.none, errors)
     except KafkaError as e:
         response = cm.leader_and_isr_error_response(plain, e.code)
@@ -69,7 +70,9 @@ async def controlled_shutdown(ctx: BrokerContext, header: RequestHeader, request
         response = cm.ControlledShutdownResponse(ErrorCode.not_controller)
     else:
         try:
-            remaining = await ctx.controller.controlled_shutdown(plain.broker_id, plain.broker_epoch)
+            remaining = await ctx.controller.controlled_shutdown(
+                plain.broker_id, plain.broker_epoch
+            )
             response = cm.ControlledShutdownResponse(ErrorCode.none, tuple(remaining))
         except KafkaError as e:
             response = cm.ControlledShutdownResponse(e.code)
