@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strandline.cli.local_cluster import ClusterStatus, LocalCluster, PartitionStatus
-from strandline.protocol.record_batch import iter_batches
+from strandline.storage import replica_verify
 from strandline.types import TopicPartition
 
 T = TypeVar("T")
@@ -68,9 +68,10 @@ def producer(cluster: LocalCluster, **extra: object) -> Producer:
 
 
 def consume_all(
-    cluster: LocalCluster, topic: str, partitions: int, expected: int, timeout_s: float = 30.0
+    cluster: LocalCluster, topic: str, partitions: int, timeout_s: float = 30.0
 ) -> dict[tuple[int, int], bytes]:
-    """(partition, offset) -> value for every record up to the high watermarks."""
+    """(partition, offset) -> value for every record below each partition's high
+    watermark (reading to the end, not to a count: retries may have added duplicates)."""
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap,
@@ -79,15 +80,21 @@ def consume_all(
             "topic.metadata.refresh.interval.ms": 500,
         }
     )
+    ends = {
+        p: consumer.get_watermark_offsets(CkTopicPartition(topic, p), timeout=10)[1]
+        for p in range(partitions)
+    }
     consumer.assign([CkTopicPartition(topic, p, 0) for p in range(partitions)])
     records: dict[tuple[int, int], bytes] = {}
+    next_offset = dict.fromkeys(ends, 0)
     deadline = time.monotonic() + timeout_s
     try:
-        while len(records) < expected and time.monotonic() < deadline:
+        while any(next_offset[p] < ends[p] for p in ends) and time.monotonic() < deadline:
             for message in consumer.consume(1000, 0.5):
                 if message.error():
                     continue
                 records[(message.partition(), message.offset())] = message.value()
+                next_offset[message.partition()] = message.offset() + 1
     finally:
         consumer.close()
     return records
@@ -96,14 +103,9 @@ def consume_all(
 def replica_batches(cluster: LocalCluster, broker_id: int, tp: TopicPartition, below: int) -> bytes:
     """The bytes of every batch below offset `below` in one replica's segment files (a
     replica verification in the spirit of Kafka's ReplicaVerificationTool)."""
-    directory = cluster.broker_dir(broker_id) / "data" / f"{tp.topic}-{tp.partition}"
-    out = bytearray()
-    for segment in sorted(directory.glob("*.log")):
-        data = segment.read_bytes()
-        for header in iter_batches(data):
-            if header.next_offset <= below:
-                out += data[header.position : header.position + header.size]
-    return bytes(out)
+    return replica_verify.replica_batches(
+        replica_verify.partition_dir(cluster.broker_dir(broker_id) / "data", tp), below
+    )
 
 
 def state_change_events(cluster: LocalCluster, broker_id: int) -> list[dict[str, object]]:
