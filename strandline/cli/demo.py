@@ -93,7 +93,7 @@ def run_demo(
 def _create_topics(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
     futures = admin.create_topics(
         [
             NewTopic(CLICKS, 6, 3, config={"min.insync.replicas": "2"}),
@@ -117,6 +117,7 @@ def _spark_session(data_dir: Path):  # type: ignore[no-untyped-def]
         .appName("strandline-demo")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.local.dir", str(data_dir / "spark-tmp"))
         .getOrCreate()
@@ -193,6 +194,7 @@ def _produce_with_failover(cluster, events: int, rate: int, stats: RunStats) -> 
             "enable.idempotence": True,
             "linger.ms": 20,
             "message.timeout.ms": 120000,
+            "log_level": 2,  # the broker kill below is expected: keep librdkafka quiet
         }
     )
     errors: list[str] = []
@@ -257,7 +259,7 @@ def _produce_with_failover(cluster, events: int, rate: int, stats: RunStats) -> 
 def _end_offsets(bootstrap: str) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-probe"})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-probe", "log_level": 2})
     try:
         return {
             p: consumer.get_watermark_offsets(TopicPartition(CLICKS, p), timeout=10)[1]
@@ -319,7 +321,7 @@ def _summary(stats: RunStats, total: int, windows: int, topic_records: int, seco
         "produce throughput", f"{stats.produced / max(stats.produce_seconds, 1e-9):,.0f} events/s"
     )
     table.add_row("sum of per-minute page counts", f"{total:,}")
-    table.add_row("event-time minutes x pages", f"{windows:,} windows")
+    table.add_row("one-minute event-time windows", f"{windows:,}")
     table.add_row("records written to page-counts", f"{topic_records:,}")
     table.add_row(
         "failover",
