@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from strandline.cli import broker, cluster, demo, sim
+from strandline.cli import admin, broker, cluster, demo, groups, sim
 
 app = typer.Typer(
     name="strandline",
@@ -14,7 +14,11 @@ app = typer.Typer(
 )
 app.command("broker")(broker.run_broker)
 app.command("demo")(demo.run_demo)
+app.command("reassign")(admin.reassign)
+app.command("elect")(admin.elect)
+app.command("verify-replicas")(admin.verify_replicas)
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(groups.app, name="groups")
 app.add_typer(sim.app, name="sim")
 
 

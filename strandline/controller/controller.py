@@ -13,11 +13,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from strandline.controller import decisions
+from kio.schema.errors import ErrorCode
+
+from strandline.controller import decisions, reassignment
 from strandline.controller.channel import ControllerChannel
 from strandline.controller.context import ControllerContext, LeaderIsr, LiveBroker
 from strandline.controller.decisions import Election
+from strandline.controller.reassignment import Reassignment
 from strandline.controller.requests import (
     BrokerInfo,
     LeaderAndIsrRequest,
@@ -26,7 +30,12 @@ from strandline.controller.requests import (
 )
 from strandline.coordination import znodes
 from strandline.coordination.zk_client import ZkClient
-from strandline.errors import NotControllerError, StaleBrokerEpochError
+from strandline.errors import (
+    InvalidRequestError,
+    KafkaError,
+    NotControllerError,
+    StaleBrokerEpochError,
+)
 from strandline.server.state_change_log import StateChangeLog
 from strandline.types import TopicPartition
 
@@ -37,13 +46,29 @@ log = logging.getLogger(__name__)
 class ControllerEvent:
     """A named event; `Startup`, `ControllerChange`, `BrokerChange`, `TopicChange`,
     `PartitionModifications`, `TopicDeletion`, `IsrChangeNotification`,
-    `PreferredReplicaElection`, `ControlledShutdown`."""
+    `PreferredReplicaElection`, `ControlledShutdown`, `PartitionReassignment`,
+    `ApiPartitionReassignment`, `ElectLeaders`, `AutoLeaderRebalance`."""
 
     name: str
     topic: str | None = None
     broker_id: int | None = None
     broker_epoch: int = -1
-    reply: asyncio.Future[list[TopicPartition]] | None = field(default=None, compare=False)
+    reply: asyncio.Future[Any] | None = field(default=None, compare=False)
+    payload: Any = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class RebalanceSettings:
+    """`auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds`,
+    `leader.imbalance.per.broker.percentage` (Kafka's defaults)."""
+
+    enable: bool = True
+    check_interval_s: float = 300.0
+    per_broker_percentage: int = 10
+
+
+# Per-partition answer of ElectLeaders / AlterPartitionReassignments.
+PartitionResults = dict[TopicPartition, tuple[ErrorCode, str | None]]
 
 
 class Controller:
@@ -54,6 +79,7 @@ class Controller:
         channel: ControllerChannel,
         state_change_log: StateChangeLog,
         unclean_leader_election: Callable[[str], bool],
+        rebalance: RebalanceSettings | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
@@ -66,6 +92,11 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._watched_topics: set[str] = set()
         self.on_elected: Callable[[int], Awaitable[None]] | None = None
+        self.rebalance = rebalance or RebalanceSettings()
+        # Reassignments in progress (Kafka's partitionsBeingReassigned); rebuilt from
+        # /admin/reassign_partitions on failover.
+        self.reassignments: dict[TopicPartition, Reassignment] = {}
+        self._rebalance_task: asyncio.Task[None] | None = None
 
     @property
     def is_active(self) -> bool:
@@ -83,6 +114,7 @@ class Controller:
         self.put(ControllerEvent("Startup"))
 
     async def stop(self) -> None:
+        self._stop_rebalance_timer()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -125,6 +157,10 @@ class Controller:
             "IsrChangeNotification": self._on_isr_change_notification,
             "PreferredReplicaElection": self._on_preferred_replica_election,
             "ControlledShutdown": self._on_controlled_shutdown,
+            "PartitionReassignment": self._on_partition_reassignment,
+            "ApiPartitionReassignment": self._on_api_partition_reassignment,
+            "ElectLeaders": self._on_elect_leaders,
+            "AutoLeaderRebalance": self._on_auto_leader_rebalance,
         }.get(event.name)
         if handler is not None:
             await handler(event)
@@ -158,6 +194,8 @@ class Controller:
             "controller-resigned", controller_epoch=self.ctx.epoch if self.ctx else -1
         )
         self.ctx = None
+        self.reassignments = {}
+        self._stop_rebalance_timer()
 
     async def _on_controller_failover(self, epoch: int) -> None:
         """Seed 001's onControllerFailover: register watches, load the context from
@@ -174,6 +212,11 @@ class Controller:
         self.zk.watch_data(
             znodes.PREFERRED_REPLICA_ELECTION_PATH,
             self._when_present(ControllerEvent("PreferredReplicaElection")),
+        )
+        self.reassignments = {}
+        self.zk.watch_data(
+            znodes.REASSIGN_PARTITIONS_PATH,
+            self._when_present(ControllerEvent("PartitionReassignment")),
         )
         # Replicas on brokers that died while no controller watched (or with the old
         # one) go offline: new leaders for what they led, out of the ISRs they were in.
@@ -193,6 +236,10 @@ class Controller:
             await self.on_elected(epoch)
         if ctx.topics_to_delete:
             await self._on_topic_deletion(ControllerEvent("TopicDeletion"))
+        # Reassignments a previous controller left half done resume through the
+        # /admin/reassign_partitions watch registered above (its first firing).
+        if self.rebalance.enable:
+            self._start_rebalance_timer()
 
     def _watch_children(self, path: str, event: str) -> None:
         # A watch fires once at registration too; every handler diffs against the
@@ -281,6 +328,7 @@ class Controller:
             await self._apply(decisions.elect_new_partitions(ctx, new_parts), new_partitions=True)
             await self._apply(decisions.elect_offline_partitions(ctx, self.unclean))
             await self._send_leader_and_isr(sorted(set(on_new)), only_brokers=started)
+        await self._complete_reassignments(sorted(self.reassignments))
 
     async def _on_topic_change(self, event: ControllerEvent) -> None:
         ctx = self._ctx()
@@ -333,6 +381,8 @@ class Controller:
             await asyncio.to_thread(self.zk.delete_topic_znodes, topic)
             ctx.remove_topic(topic)
             self._watched_topics.discard(topic)
+            for tp in [tp for tp in self.reassignments if tp.topic == topic]:
+                del self.reassignments[tp]
             self.state_change_log.record("topic-deleted", topic=topic)
             await self._send_update_metadata(sorted(ctx.live_brokers), [], deleted_topics=(topic,))
 
@@ -354,10 +404,12 @@ class Controller:
             changed.append(tp)
         if changed:
             await self._send_update_metadata(sorted(ctx.live_brokers), changed)
+        await self._complete_reassignments([tp for tp in changed if tp in self.reassignments])
 
     async def _on_preferred_replica_election(self, event: ControllerEvent) -> None:
         ctx = self._ctx()
         tps = await asyncio.to_thread(self.zk.get_preferred_replica_election)
+        tps = [tp for tp in tps if tp not in self.reassignments]
         await self._apply(decisions.elect_preferred_leaders(ctx, tps))
         await asyncio.to_thread(self.zk.delete_preferred_replica_election)
 
@@ -395,17 +447,257 @@ class Controller:
         await self._apply(elections)
         return elections
 
+    # -- partition reassignment (seed 001) ----------------------------------------
+
+    async def _on_partition_reassignment(self, event: ControllerEvent) -> None:
+        """/admin/reassign_partitions changed (a tool wrote it, or we did): start what is
+        new there. On failover its first firing resumes a previous controller's work."""
+        wanted = await asyncio.to_thread(self.zk.get_partition_reassignment)
+        fresh = {
+            tp: tuple(replicas)
+            for tp, replicas in wanted.items()
+            if tp not in self.reassignments or self.reassignments[tp].target != tuple(replicas)
+        }
+        if not fresh:
+            return
+        results = await self._start_reassignments(fresh)
+        rejected = [tp for tp, (code, _msg) in results.items() if code != ErrorCode.none]
+        for tp in rejected:
+            log.warning("reassignment of %s rejected: %s", tp, results[tp][1])
+        if rejected:
+            # Like Kafka: an invalid entry is dropped so it cannot block the others.
+            await self._write_reassignment_znode(drop=set(rejected))
+
+    async def alter_partition_reassignments(
+        self, wanted: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> PartitionResults:
+        """AlterPartitionReassignments (45): start, change or (None) cancel reassignments;
+        answers once they are started, not finished."""
+        return await self._ask("ApiPartitionReassignment", wanted)
+
+    async def _on_api_partition_reassignment(self, event: ControllerEvent) -> None:
+        assert event.reply is not None
+        wanted: dict[TopicPartition, tuple[int, ...] | None] = event.payload
+        results: PartitionResults = {}
+        targets: dict[TopicPartition, tuple[int, ...]] = {}
+        for tp, target in wanted.items():
+            if target is not None:
+                targets[tp] = target
+            elif tp in self.reassignments:
+                # Cancel: move back to the replicas the partition had before.
+                targets[tp] = self.reassignments[tp].original
+            else:
+                results[tp] = (ErrorCode.no_reassignment_in_progress, f"{tp} is not moving")
+        results.update(await self._start_reassignments(targets))
+        if not event.reply.done():
+            event.reply.set_result(results)
+
+    def list_partition_reassignments(
+        self, tps: list[TopicPartition] | None
+    ) -> dict[TopicPartition, Reassignment]:
+        """ListPartitionReassignments (46): the reassignments in progress."""
+        if self.ctx is None:
+            raise NotControllerError("this broker is not the controller")
+        if tps is None:
+            return dict(sorted(self.reassignments.items()))
+        return {tp: self.reassignments[tp] for tp in tps if tp in self.reassignments}
+
+    async def _start_reassignments(
+        self, targets: dict[TopicPartition, tuple[int, ...]]
+    ) -> PartitionResults:
+        """Steps 1-3 for each partition, then record them in /admin/reassign_partitions
+        (so a new controller resumes them) and try to complete the ones already in sync."""
+        ctx = self._ctx()
+        results: PartitionResults = {}
+        started: list[Reassignment] = []
+        finished_already: set[TopicPartition] = set()
+        for tp, target in sorted(targets.items()):
+            try:
+                reassignment.validate_target(ctx, tp, list(target))
+            except KafkaError as e:
+                results[tp] = (e.code, str(e))
+                continue
+            results[tp] = (ErrorCode.none, None)
+            if reassignment.is_noop(ctx, tp, target) and tp not in self.reassignments:
+                finished_already.add(tp)
+                continue
+            # The current AR counts as the original: right both for a fresh start and
+            # for one resumed after failover (AR is then OAR + RAR already), since the
+            # replicas to delete are AR - RAR either way.
+            started.append(Reassignment(tp, ctx.assignments[tp], target))
+        by_topic: dict[str, list[Reassignment]] = {}
+        for r in started:
+            by_topic.setdefault(r.tp.topic, []).append(r)
+        elections = []
+        for topic, moves in sorted(by_topic.items()):
+            plans = [reassignment.plan_start(ctx, r) for r in moves]
+            await self._write_assignment(topic, {p.reassignment.tp: p.assignment for p in plans})
+            for plan in plans:
+                self.reassignments[plan.reassignment.tp] = plan.reassignment
+                self.state_change_log.record(
+                    "reassignment-started",
+                    tp=plan.reassignment.tp,
+                    original=list(plan.reassignment.original),
+                    target=list(plan.reassignment.target),
+                    assignment=list(plan.assignment),
+                )
+                if plan.election is not None:
+                    elections.append(plan.election)
+        # The epoch bump reaches every replica of AR, so the new ones start fetching.
+        await self._apply(elections)
+        await self._write_reassignment_znode(drop=finished_already)
+        await self._complete_reassignments([r.tp for r in started])
+        return results
+
+    async def _complete_reassignments(self, tps: list[TopicPartition]) -> None:
+        """Steps 4-11 for every partition whose target replicas are all in the ISR."""
+        ctx = self._ctx()
+        done: set[TopicPartition] = set()
+        for tp in tps:
+            r = self.reassignments.get(tp)
+            if r is None:
+                continue
+            for _attempt in range(3):  # a conflicting ISR write reloads the state
+                plan = reassignment.plan_completion(ctx, r)
+                if plan is None:
+                    break
+                # In memory first (Kafka's B2), so LeaderAndIsr carries RAR and only
+                # reaches RAR; ZooKeeper's assignment changes last (step 10).
+                ctx.assignments[tp] = r.target
+                if await self._apply([plan.election]):
+                    await self._remove_replicas(tp, r.removing)
+                    await self._write_assignment(tp.topic, {tp: r.target})
+                    del self.reassignments[tp]
+                    done.add(tp)
+                    self.state_change_log.record(
+                        "reassignment-completed", tp=tp, replicas=list(r.target)
+                    )
+                    break
+                ctx.assignments[tp] = r.all_replicas
+        if done:
+            await self._write_reassignment_znode(drop=done)
+
+    async def _remove_replicas(self, tp: TopicPartition, removing: tuple[int, ...]) -> None:
+        """Steps 8-9: stop and delete the replicas that are not in the target. A dead
+        broker's copy is left on its disk (Kafka retries when it returns; we do not)."""
+        ctx = self._ctx()
+        for broker_id in removing:
+            live = ctx.live_brokers.get(broker_id)
+            if live is None:
+                log.warning("replica %d of %s is offline; its files stay", broker_id, tp)
+                continue
+            await self.channel.send_stop_replica(
+                broker_id,
+                StopReplicaRequest(
+                    self.broker_id, ctx.epoch, live.broker_epoch, (tp,), delete_partitions=True
+                ),
+            )
+
+    async def _write_assignment(
+        self, topic: str, replicas: dict[TopicPartition, tuple[int, ...]]
+    ) -> None:
+        """Read-modify-write /brokers/topics/<topic> for the given partitions."""
+        ctx = self._ctx()
+        current = await asyncio.to_thread(self.zk.get_topic_assignment, topic)
+        if current is None:
+            raise InvalidRequestError(f"topic {topic!r} has no assignment znode")
+        for tp, rs in replicas.items():
+            current[tp.partition] = list(rs)
+            ctx.assignments[tp] = rs
+        await asyncio.to_thread(self.zk.set_topic_assignment, topic, current)
+
+    async def _write_reassignment_znode(self, drop: set[TopicPartition]) -> None:
+        """/admin/reassign_partitions := the reassignments in progress; deleted when none
+        are left (step 11). Entries a tool wrote that we have not read yet are kept."""
+        on_znode = await asyncio.to_thread(self.zk.get_partition_reassignment)
+        merged = {tp: r for tp, r in on_znode.items() if tp not in drop}
+        merged.update({tp: list(r.target) for tp, r in self.reassignments.items()})
+        if merged != on_znode:
+            await asyncio.to_thread(self.zk.set_partition_reassignment, merged)
+
+    # -- ElectLeaders (43) and auto leader rebalance ------------------------------------
+
+    async def elect_leaders(
+        self, tps: list[TopicPartition] | None, election_type: int
+    ) -> PartitionResults:
+        """ElectLeaders: `tps` None means every partition (answers leave out the ones
+        that needed no election)."""
+        return await self._ask("ElectLeaders", (tps, election_type))
+
+    async def _on_elect_leaders(self, event: ControllerEvent) -> None:
+        ctx = self._ctx()
+        assert event.reply is not None
+        tps, election_type = event.payload
+        every = tps is None
+        outcome = decisions.elect_leaders_on_request(
+            ctx,
+            sorted(ctx.assignments) if every else tps,
+            election_type,
+            excluded=set(self.reassignments),
+        )
+        written = set(await self._apply(outcome.elections))
+        results: PartitionResults = {}
+        for tp, (code, message) in outcome.errors.items():
+            if not (every and code == ErrorCode.election_not_needed):
+                results[tp] = (code, message)
+        for e in outcome.elections:
+            results[e.tp] = (
+                (ErrorCode.none, None)
+                if e.tp in written
+                else (ErrorCode.request_timed_out, f"{e.tp}: state changed meanwhile; retry")
+            )
+        if not event.reply.done():
+            event.reply.set_result(results)
+
+    def _start_rebalance_timer(self) -> None:
+        self._stop_rebalance_timer()
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(self.rebalance.check_interval_s)
+                self.put(ControllerEvent("AutoLeaderRebalance"))
+
+        self._rebalance_task = asyncio.create_task(tick(), name="auto-leader-rebalance")
+
+    def _stop_rebalance_timer(self) -> None:
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
+
+    async def _on_auto_leader_rebalance(self, event: ControllerEvent) -> None:
+        ctx = self._ctx()
+        elections = decisions.auto_rebalance(
+            ctx, self.rebalance.per_broker_percentage, excluded=set(self.reassignments)
+        )
+        if elections:
+            self.state_change_log.record(
+                "auto-leader-rebalance", partitions=[e.tp for e in elections]
+            )
+            await self._apply(elections)
+
+    async def _ask(self, name: str, payload: object) -> Any:
+        """Queue an event that answers through a future (NotControllerError if we are
+        not, or stop being, the controller before it runs)."""
+        if self.ctx is None or self._loop is None:
+            raise NotControllerError("this broker is not the controller")
+        reply: asyncio.Future[Any] = self._loop.create_future()
+        self._events.put_nowait(ControllerEvent(name, reply=reply, payload=payload))
+        return await reply
+
     # -- effects ------------------------------------------------------------------
 
     def _ctx(self) -> ControllerContext:
         assert self.ctx is not None
         return self.ctx
 
-    async def _apply(self, elections: list[Election], new_partitions: bool = False) -> None:
+    async def _apply(
+        self, elections: list[Election], new_partitions: bool = False
+    ) -> list[TopicPartition]:
         """Write the elected states (conditionally, pipelined, fenced by our controller
-        epoch) and send LeaderAndIsr + UpdateMetadata for the ones written."""
+        epoch) and send LeaderAndIsr + UpdateMetadata for the ones written, which it
+        returns (a conflict leaves a partition out, with its state reloaded)."""
         if not elections:
-            return
+            return []
         ctx = self._ctx()
 
         def as_znode(e: Election) -> znodes.LeaderAndIsr:
@@ -459,6 +751,7 @@ class Controller:
                 )
         await self._send_leader_and_isr(written, is_new=new_partitions)
         await self._send_update_metadata(sorted(ctx.live_brokers), written)
+        return written
 
     def _broker_infos(self) -> tuple[BrokerInfo, ...]:
         ctx = self._ctx()

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
+
 from strandline.controller.context import NO_LEADER, ControllerContext, LeaderIsr
 from strandline.controller.requests import PartitionState
 from strandline.types import TopicPartition
@@ -209,3 +211,126 @@ def controlled_shutdown(ctx: ControllerContext, broker_id: int) -> list[Election
                 )
             )
     return elections
+
+
+# -- ElectLeaders (API 43) and auto leader rebalance ----------------------------------
+
+PREFERRED_ELECTION = 0
+UNCLEAN_ELECTION = 1
+
+
+@dataclass(frozen=True)
+class ElectionOutcome:
+    """Per-partition answer of an ElectLeaders request plus the elections to apply."""
+
+    elections: list[Election]
+    errors: dict[TopicPartition, tuple[ErrorCode, str]]
+
+
+def elect_leaders_on_request(
+    ctx: ControllerContext,
+    tps: Iterable[TopicPartition],
+    election_type: int,
+    excluded: set[TopicPartition] | None = None,
+) -> ElectionOutcome:
+    """Kafka's ElectLeaders rules: preferred (0) moves leadership to the first assigned
+    replica when it is alive and in the ISR; unclean (1) elects for partitions without
+    a live leader, from the live ISR first and else any live replica (the request
+    overrides `unclean.leader.election.enable`). A partition whose leader is already
+    right answers ELECTION_NOT_NEEDED; `excluded` (being reassigned or deleted) answer
+    INVALID_REQUEST (Kafka does not move them either)."""
+    excluded = excluded or set()
+    elections: list[Election] = []
+    errors: dict[TopicPartition, tuple[ErrorCode, str]] = {}
+    live = ctx.live_broker_ids
+    for tp in tps:
+        state = ctx.partition_states.get(tp)
+        if tp not in ctx.assignments or state is None or tp.topic in ctx.topics_to_delete:
+            errors[tp] = (ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
+            continue
+        if tp in excluded:
+            errors[tp] = (ErrorCode.invalid_request, f"{tp} is being reassigned")
+            continue
+        if election_type == PREFERRED_ELECTION:
+            preferred = ctx.assignments[tp][0]
+            if state.leader == preferred and preferred in live:
+                errors[tp] = (ErrorCode.election_not_needed, f"{preferred} already leads {tp}")
+            elif preferred not in live or preferred not in state.isr:
+                errors[tp] = (
+                    ErrorCode.preferred_leader_not_available,
+                    f"preferred replica {preferred} of {tp} is not alive and in the ISR "
+                    f"{list(state.isr)}",
+                )
+            else:
+                elections.append(
+                    Election(
+                        tp,
+                        state.with_leader(preferred, state.isr, ctx.epoch),
+                        reason="preferred replica (ElectLeaders)",
+                    )
+                )
+        elif election_type == UNCLEAN_ELECTION:
+            if state.leader in live:
+                errors[tp] = (ErrorCode.election_not_needed, f"{tp} has live leader {state.leader}")
+                continue
+            choice = elect_leader(ctx, tp, unclean_allowed=True)
+            if choice is None:
+                errors[tp] = (
+                    ErrorCode.eligible_leaders_not_available,
+                    f"no replica of {tp} ({list(ctx.assignments[tp])}) is alive",
+                )
+                continue
+            leader, isr, was_unclean = choice
+            elections.append(
+                Election(
+                    tp,
+                    state.with_leader(leader, isr, ctx.epoch),
+                    unclean=was_unclean,
+                    reason="unclean election requested (ElectLeaders)",
+                )
+            )
+        else:
+            errors[tp] = (ErrorCode.invalid_request, f"unknown election type {election_type}")
+    return ElectionOutcome(elections, errors)
+
+
+def leader_imbalance(ctx: ControllerContext) -> dict[int, float]:
+    """Per preferred broker: the share of the partitions it is preferred for that some
+    other broker leads (Kafka's imbalance ratio)."""
+    by_preferred: dict[int, list[TopicPartition]] = {}
+    for tp, replicas in ctx.assignments.items():
+        if tp.topic in ctx.topics_to_delete or not replicas:
+            continue
+        by_preferred.setdefault(replicas[0], []).append(tp)
+    ratios = {}
+    for broker, tps in sorted(by_preferred.items()):
+        not_preferred = [
+            tp for tp in tps if tp in ctx.partition_states
+            and ctx.partition_states[tp].leader != broker
+        ]
+        ratios[broker] = len(not_preferred) / len(tps)
+    return ratios
+
+
+def auto_rebalance(
+    ctx: ControllerContext,
+    imbalance_percentage: int,
+    excluded: set[TopicPartition] | None = None,
+) -> list[Election]:
+    """checkAndTriggerAutoLeaderRebalance: for each broker whose imbalance ratio exceeds
+    `leader.imbalance.per.broker.percentage`, a preferred election for the partitions it
+    should lead and can (alive, in the ISR); reassigning partitions are left alone."""
+    excluded = excluded or set()
+    candidates: list[TopicPartition] = []
+    for broker, ratio in leader_imbalance(ctx).items():
+        if ratio <= imbalance_percentage / 100:
+            continue
+        candidates += [
+            tp
+            for tp, replicas in sorted(ctx.assignments.items())
+            if replicas
+            and replicas[0] == broker
+            and tp not in excluded
+            and tp.topic not in ctx.topics_to_delete
+        ]
+    return elect_preferred_leaders(ctx, candidates)

@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from strandline.client.connection import KafkaConnection
 from strandline.controller.channel import ControllerChannel, ControllerRequest
-from strandline.controller.controller import Controller, ControllerEvent
+from strandline.controller.controller import Controller, ControllerEvent, RebalanceSettings
 from strandline.controller.remote_sender import BrokerRequestSender
 from strandline.controller.requests import (
     LeaderAndIsrRequest,
@@ -31,6 +31,7 @@ from strandline.coordination.zk_client import ZkClient, on_loop
 from strandline.errors import StaleBrokerEpochError, StaleControllerEpochError
 from strandline.protocol import controller_messages as cm
 from strandline.server.config import BrokerConfig
+from strandline.server.group_service import GroupService, group_config_from_props
 from strandline.server.logging_setup import configure_logging
 from strandline.server.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from strandline.server.network import SocketServer
@@ -98,6 +99,14 @@ class Broker:
         self.replica_manager.on_stop_following = self.fetcher_manager.remove_partitions
         self.topic_admin = TopicAdmin(cfg, self.zk, self.metadata_cache)
         self.producer_ids = ProducerIdManager(self.zk, cfg.broker_id)
+        self.group_service = GroupService(
+            group_config_from_props(cfg.props),
+            cfg.offsets_topic_num_partitions,
+            self.replica_manager,
+            self.now_ms,
+            offsets_commit_timeout_ms=int(cfg.props.get("offsets.commit.timeout.ms", "5000")),
+        )
+        self.group_service.start()
         self.server = SocketServer(self, cfg.host, cfg.port, cfg.socket_request_max_bytes)
         await self.server.start()
         # register_broker waits out the ephemeral znode of a crashed previous incarnation.
@@ -119,6 +128,11 @@ class Broker:
             self.state_change_log,
             unclean_leader_election=lambda topic: (
                 self.topic_configs.log_config_for(topic).unclean_leader_election_enable
+            ),
+            rebalance=RebalanceSettings(
+                enable=cfg.auto_leader_rebalance_enable,
+                check_interval_s=cfg.leader_imbalance_check_interval_seconds,
+                per_broker_percentage=cfg.leader_imbalance_per_broker_percentage,
             ),
         )
         self.controller.start()
@@ -349,6 +363,7 @@ class Broker:
         await self.controller.stop()
         await self.request_sender.close()
         await self.fetcher_manager.shutdown()
+        await self.group_service.stop()
         await self.server.stop()
         self.replica_manager.checkpoint()
         self.log_manager.shutdown()

@@ -62,6 +62,9 @@ class BrokerConfig:
     log_retention_check_interval_ms: int
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
 
     @classmethod
     def from_file(cls, path: Path) -> BrokerConfig:
@@ -121,4 +124,11 @@ class BrokerConfig:
             log_retention_check_interval_ms=get_int("log.retention.check.interval.ms", 300000),
             offsets_topic_num_partitions=get_int("offsets.topic.num.partitions", 50),
             offsets_topic_replication_factor=get_int("offsets.topic.replication.factor", 3),
+            auto_leader_rebalance_enable=get_bool("auto.leader.rebalance.enable", True),
+            leader_imbalance_check_interval_seconds=get_int(
+                "leader.imbalance.check.interval.seconds", 300
+            ),
+            leader_imbalance_per_broker_percentage=get_int(
+                "leader.imbalance.per.broker.percentage", 10
+            ),
         )

@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     from strandline.controller.channel import ControllerRequest
     from strandline.controller.controller import Controller
     from strandline.server.config import BrokerConfig
+    from strandline.server.group_service import GroupService
     from strandline.server.metadata_cache import MetadataCache
     from strandline.server.producer_ids import ProducerIdManager
     from strandline.server.replica_manager import ReplicaManager
@@ -22,6 +23,7 @@ class BrokerContext(Protocol):
     topic_admin: TopicAdmin
     topic_configs: TopicConfigs
     producer_ids: ProducerIdManager
+    group_service: GroupService
 
     controller: Controller
 

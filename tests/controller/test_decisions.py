@@ -9,7 +9,9 @@ from strandline.types import TopicPartition
 TP = TopicPartition("t", 0)
 
 
-def make_ctx(live: list[int], replicas: tuple[int, ...] = (1, 2, 3), state: LeaderIsr | None = None) -> ControllerContext:
+def make_ctx(
+    live: list[int], replicas: tuple[int, ...] = (1, 2, 3), state: LeaderIsr | None = None
+) -> ControllerContext:
     ctx = ControllerContext(broker_id=1, epoch=5)
     ctx.live_brokers = {b: LiveBroker(b, "127.0.0.1", 9000 + b, None, 100 + b) for b in live}
     ctx.assignments[TP] = replicas

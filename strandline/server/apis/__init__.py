@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from strandline.server.apis import (
+    admin_elect,
     api_versions,
     configs,
     controller_apis,
     delete_records,
     fetch,
+    groups,
     init_producer_id,
     list_offsets,
     metadata,
     offset_for_leader_epoch,
     produce,
+    reassignments,
     topics,
 )
 from strandline.server.apis.registry import REGISTRY, ApiSpec
@@ -21,15 +24,18 @@ from strandline.server.apis.registry import REGISTRY, ApiSpec
 __all__ = [
     "REGISTRY",
     "ApiSpec",
+    "admin_elect",
     "api_versions",
     "configs",
     "controller_apis",
     "delete_records",
     "fetch",
+    "groups",
     "init_producer_id",
     "list_offsets",
     "metadata",
     "offset_for_leader_epoch",
     "produce",
+    "reassignments",
     "topics",
 ]

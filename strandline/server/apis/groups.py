@@ -1,0 +1,524 @@
+"""Consumer-group APIs: FindCoordinator (10), OffsetCommit (8), OffsetFetch (9),
+JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15),
+ListGroups (16), DeleteGroups (42).
+
+Each handler maps the kio request onto the group core's plain request, lets the
+GroupService run it (JoinGroup/SyncGroup answers may arrive much later), and maps the
+core's answer back onto the kio response of the request's version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from strandline.errors import KafkaError
+from strandline.group import model
+from strandline.group.coordinator import Effect
+from strandline.group.model import Token
+from strandline.group.partitioning import OFFSETS_TOPIC, partition_for
+from strandline.protocol.codec import RequestHeader
+from strandline.protocol.messages import build, response_class
+from strandline.server.apis.api_versions import NO_THROTTLE
+from strandline.server.apis.registry import api
+from strandline.server.context import BrokerContext
+from strandline.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
+
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# How long FindCoordinator waits for a just-created offsets topic before answering
+# COORDINATOR_NOT_AVAILABLE (the client retries): short, so the request is not held.
+OFFSETS_TOPIC_CREATE_WAIT_S = 2.0
+
+R = TypeVar("R")
+
+
+def _ms(value: datetime.timedelta) -> int:
+    return int(value / datetime.timedelta(milliseconds=1))
+
+
+async def _ask(
+    ctx: BrokerContext, call: Callable[[Token, int], list[Effect]], expected: type[R]
+) -> R | None:
+    answer = await ctx.group_service.ask(call)
+    return answer if isinstance(answer, expected) else None  # None: the broker is stopping
+
+
+# == FindCoordinator ===========================================================================
+
+
+@api(FIND_COORDINATOR, 0, 4)
+async def find_coordinator(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
+    keys: list[str] = list(request.coordinator_keys) if v >= 4 else [request.key]
+    if key_type == GROUP_KEY_TYPE and not ctx.metadata_cache.has_topic(OFFSETS_TOPIC):
+        await _ensure_offsets_topic(ctx)
+    found = [(key, *_coordinator_for(ctx, key_type, key)) for key in keys]
+    if v >= 4:
+        entry = response_class(FIND_COORDINATOR, v, "Coordinator")
+        return build(
+            response_class(FIND_COORDINATOR, v, "FindCoordinatorResponse"),
+            throttle_time=NO_THROTTLE,
+            coordinators=tuple(
+                build(
+                    entry,
+                    key=key,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=None if error is ErrorCode.none else error.name,
+                )
+                for key, error, node, host, port in found
+            ),
+        )
+    _, error, node, host, port = found[0]
+    return build(
+        response_class(FIND_COORDINATOR, v, "FindCoordinatorResponse"),
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        error_message=None if error is ErrorCode.none else error.name,
+        node_id=node,
+        host=host,
+        port=port,
+    )
+
+
+def _coordinator_for(
+    ctx: BrokerContext, key_type: int, key: str
+) -> tuple[ErrorCode, int, str, int]:
+    cache = ctx.metadata_cache
+    unavailable = (ErrorCode.coordinator_not_available, -1, "", -1)
+    if key_type == TRANSACTION_KEY_TYPE:
+        # No transaction coordinator: this broker answers InitProducerId itself (and
+        # refuses transactional ids there with a clear, non-retriable error).
+        me = cache.brokers.get(ctx.config.broker_id)
+        if me is None:
+            return unavailable
+        return ErrorCode.none, me.broker_id, me.host, me.port
+    if key_type != GROUP_KEY_TYPE:
+        return ErrorCode.invalid_request, -1, "", -1
+    if not key:
+        return ErrorCode.invalid_group_id, -1, "", -1
+    partitions = ctx.group_service.coordinator.num_partitions
+    state = cache.partition(TopicPartition(OFFSETS_TOPIC, partition_for(key, partitions)))
+    if state is None or state.leader not in cache.brokers:
+        return unavailable
+    leader = cache.brokers[state.leader]
+    return ErrorCode.none, leader.broker_id, leader.host, leader.port
+
+
+async def _ensure_offsets_topic(ctx: BrokerContext) -> None:
+    """Create `__consumer_offsets` on first use, as Kafka does from FindCoordinator."""
+    service = ctx.group_service
+    task = service.offsets_topic_creation
+    if task is None or task.done():
+        task = asyncio.get_running_loop().create_task(_create_offsets_topic(ctx))
+        service.offsets_topic_creation = task
+    try:
+        await asyncio.wait_for(asyncio.shield(task), OFFSETS_TOPIC_CREATE_WAIT_S)
+    except TimeoutError:
+        pass
+
+
+async def _create_offsets_topic(ctx: BrokerContext) -> None:
+    cfg = ctx.config
+    live = len(ctx.metadata_cache.brokers)
+    replication_factor = max(1, min(cfg.offsets_topic_replication_factor, live))
+    try:
+        await ctx.topic_admin.create_topic(
+            OFFSETS_TOPIC,
+            num_partitions=cfg.offsets_topic_num_partitions,
+            replication_factor=replication_factor,
+            configs={"cleanup.policy": "compact"},
+        )
+        log.info(
+            "created %s with %d partitions, replication factor %d",
+            OFFSETS_TOPIC,
+            cfg.offsets_topic_num_partitions,
+            replication_factor,
+        )
+    except KafkaError as e:
+        if e.code is not ErrorCode.topic_already_exists:
+            log.warning("cannot create %s: %s", OFFSETS_TOPIC, e)
+
+
+# == JoinGroup / SyncGroup / Heartbeat / LeaveGroup ============================================
+
+
+@api(JOIN_GROUP, 0, 9)
+async def join_group(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    session_ms = _ms(request.session_timeout)
+    core_request = model.JoinGroupRequest(
+        token=None,
+        group_id=request.group_id,
+        member_id=request.member_id,
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=_ms(request.rebalance_timeout) if v >= 1 else session_ms,
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+        group_instance_id=getattr(request, "group_instance_id", None),
+        client_id=header.client_id or "",
+        client_host="",
+        require_known_member_id=v >= 4,
+    )
+    coordinator = ctx.group_service.coordinator
+    answer = await _ask(
+        ctx,
+        lambda token, now: coordinator.join_group(
+            dataclasses.replace(core_request, token=token), now
+        ),
+        model.JoinGroupResponse,
+    )
+    if answer is None:
+        answer = model.JoinGroupResponse(ErrorCode.coordinator_not_available)
+    member_cls = response_class(JOIN_GROUP, v, "JoinGroupResponseMember")
+    return build(
+        response_class(JOIN_GROUP, v, "JoinGroupResponse"),
+        throttle_time=NO_THROTTLE,
+        error_code=answer.error,
+        generation_id=answer.generation_id,
+        protocol_type=answer.protocol_type,
+        protocol_name=answer.protocol_name if v >= 7 else (answer.protocol_name or ""),
+        leader=answer.leader,
+        skip_assignment=answer.skip_assignment,
+        member_id=answer.member_id,
+        members=tuple(
+            build(
+                member_cls,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                metadata=m.metadata,
+            )
+            for m in answer.members
+        ),
+    )
+
+
+@api(SYNC_GROUP, 0, 5)
+async def sync_group(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    core_request = model.SyncGroupRequest(
+        token=None,
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        assignments=tuple((a.member_id, bytes(a.assignment)) for a in request.assignments),
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None),
+    )
+    coordinator = ctx.group_service.coordinator
+    answer = await _ask(
+        ctx,
+        lambda token, now: coordinator.sync_group(
+            dataclasses.replace(core_request, token=token), now
+        ),
+        model.SyncGroupResponse,
+    )
+    if answer is None:
+        answer = model.SyncGroupResponse(ErrorCode.coordinator_not_available)
+    return build(
+        response_class(SYNC_GROUP, v, "SyncGroupResponse"),
+        throttle_time=NO_THROTTLE,
+        error_code=answer.error,
+        protocol_type=answer.protocol_type,
+        protocol_name=answer.protocol_name,
+        assignment=answer.assignment,
+    )
+
+
+@api(HEARTBEAT, 0, 4)
+async def heartbeat(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    core_request = model.HeartbeatRequest(
+        token=None,
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+    )
+    coordinator = ctx.group_service.coordinator
+    answer = await _ask(
+        ctx,
+        lambda token, now: coordinator.heartbeat(
+            dataclasses.replace(core_request, token=token), now
+        ),
+        model.HeartbeatResponse,
+    )
+    error = answer.error if answer is not None else ErrorCode.coordinator_not_available
+    return build(
+        response_class(HEARTBEAT, header.api_version, "HeartbeatResponse"),
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+    )
+
+
+@api(LEAVE_GROUP, 0, 5)
+async def leave_group(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    if v >= 3:
+        members = tuple(
+            model.LeavingMember(m.member_id, m.group_instance_id) for m in request.members
+        )
+    else:
+        members = (model.LeavingMember(request.member_id),)
+    coordinator = ctx.group_service.coordinator
+    answer = await _ask(
+        ctx,
+        lambda token, now: coordinator.leave_group(
+            model.LeaveGroupRequest(token, request.group_id, members), now
+        ),
+        model.LeaveGroupResponse,
+    )
+    if answer is None:
+        answer = model.LeaveGroupResponse(ErrorCode.coordinator_not_available)
+    error = answer.error
+    if v < 3 and error is ErrorCode.none and answer.members:
+        # One member per request before v3: its own error is the answer.
+        error = answer.members[0][1]
+    member_cls = response_class(LEAVE_GROUP, v, "MemberResponse") if v >= 3 else None
+    return build(
+        response_class(LEAVE_GROUP, v, "LeaveGroupResponse"),
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        members=tuple(
+            build(
+                member_cls,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                error_code=e,
+            )
+            for m, e in answer.members
+        )
+        if member_cls is not None
+        else (),
+    )
+
+
+# == OffsetCommit / OffsetFetch ================================================================
+
+
+@api(OFFSET_COMMIT, 2, 8)
+async def offset_commit(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    offsets: list[tuple[TopicPartition, model.OffsetAndMetadata]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            offsets.append(
+                (
+                    TopicPartition(topic.name, p.partition_index),
+                    model.OffsetAndMetadata(
+                        offset=p.committed_offset,
+                        leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                        metadata=p.committed_metadata or "",
+                    ),
+                )
+            )
+    retention = getattr(request, "retention_time", None)
+    core_request = model.OffsetCommitRequest(
+        token=None,
+        group_id=request.group_id,
+        offsets=tuple(offsets),
+        generation_id=request.generation_id_or_member_epoch,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        retention_time_ms=_ms(retention) if retention is not None else -1,
+    )
+    coordinator = ctx.group_service.coordinator
+    answer = await _ask(
+        ctx,
+        lambda token, now: coordinator.offset_commit(
+            dataclasses.replace(core_request, token=token), now
+        ),
+        model.OffsetCommitResponse,
+    )
+    if answer is None:
+        answer = model.OffsetCommitResponse(
+            tuple((tp, ErrorCode.coordinator_not_available) for tp, _ in offsets)
+        )
+    by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
+    for tp, error in answer.errors:
+        by_topic.setdefault(tp.topic, []).append((tp.partition, error))
+    partition_cls = response_class(OFFSET_COMMIT, v, "OffsetCommitResponsePartition")
+    topic_cls = response_class(OFFSET_COMMIT, v, "OffsetCommitResponseTopic")
+    return build(
+        response_class(OFFSET_COMMIT, v, "OffsetCommitResponse"),
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            build(
+                topic_cls,
+                name=name,
+                partitions=tuple(
+                    build(partition_cls, partition_index=index, error_code=error)
+                    for index, error in partitions
+                ),
+            )
+            for name, partitions in by_topic.items()
+        ),
+    )
+
+
+@api(OFFSET_FETCH, 1, 8)
+async def offset_fetch(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    if v >= 8:
+        group_cls = response_class(OFFSET_FETCH, v, "OffsetFetchResponseGroup")
+        groups = []
+        for group in request.groups:
+            wanted = _wanted_partitions(group.topics)
+            answer = await _fetch_offsets(ctx, group.group_id, wanted)
+            groups.append(
+                build(
+                    group_cls,
+                    group_id=group.group_id,
+                    error_code=answer.error,
+                    topics=_fetched_topics(v, answer, "OffsetFetchResponseTopics"),
+                )
+            )
+        return build(
+            response_class(OFFSET_FETCH, v, "OffsetFetchResponse"),
+            throttle_time=NO_THROTTLE,
+            groups=tuple(groups),
+        )
+    wanted = _wanted_partitions(request.topics)
+    answer = await _fetch_offsets(ctx, request.group_id, wanted)
+    if v < 2 and answer.error is not ErrorCode.none:
+        # No top-level error field before v2: every asked partition carries it.
+        error = answer.error
+        answer = model.OffsetFetchResponse(
+            ErrorCode.none,
+            tuple((tp, model.FetchedOffset(-1, error=error)) for tp in wanted or ()),
+        )
+    return build(
+        response_class(OFFSET_FETCH, v, "OffsetFetchResponse"),
+        throttle_time=NO_THROTTLE,
+        error_code=answer.error,
+        topics=_fetched_topics(v, answer, "OffsetFetchResponseTopic"),
+    )
+
+
+def _wanted_partitions(topics: Any) -> tuple[TopicPartition, ...] | None:
+    if topics is None:
+        return None
+    return tuple(TopicPartition(t.name, p) for t in topics for p in t.partition_indexes)
+
+
+async def _fetch_offsets(
+    ctx: BrokerContext, group_id: str, wanted: tuple[TopicPartition, ...] | None
+) -> model.OffsetFetchResponse:
+    coordinator = ctx.group_service.coordinator
+    answer = await _ask(
+        ctx,
+        lambda token, now: coordinator.offset_fetch(
+            model.OffsetFetchRequest(token, group_id, wanted), now
+        ),
+        model.OffsetFetchResponse,
+    )
+    return answer or model.OffsetFetchResponse(ErrorCode.coordinator_not_available)
+
+
+def _fetched_topics(v: int, answer: model.OffsetFetchResponse, topic_name: str) -> tuple[Any, ...]:
+    partition_name = "OffsetFetchResponsePartitions" if v >= 8 else "OffsetFetchResponsePartition"
+    partition_cls = response_class(OFFSET_FETCH, v, partition_name)
+    topic_cls = response_class(OFFSET_FETCH, v, topic_name)
+    by_topic: dict[str, list[Any]] = {}
+    for tp, fetched in answer.offsets:
+        by_topic.setdefault(tp.topic, []).append(
+            build(
+                partition_cls,
+                partition_index=tp.partition,
+                committed_offset=fetched.offset,
+                committed_leader_epoch=fetched.leader_epoch,
+                metadata=fetched.metadata,
+                error_code=fetched.error,
+            )
+        )
+    return tuple(
+        build(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()
+    )
+
+
+# == DescribeGroups / ListGroups / DeleteGroups ================================================
+
+
+@api(DESCRIBE_GROUPS, 0, 5)
+async def describe_groups(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    described = ctx.group_service.coordinator.describe_groups(list(request.groups))
+    group_cls = response_class(DESCRIBE_GROUPS, v, "DescribedGroup")
+    member_cls = response_class(DESCRIBE_GROUPS, v, "DescribedGroupMember")
+    return build(
+        response_class(DESCRIBE_GROUPS, v, "DescribeGroupsResponse"),
+        throttle_time=NO_THROTTLE,
+        groups=tuple(
+            build(
+                group_cls,
+                error_code=g.error,
+                group_id=g.group_id,
+                group_state=g.state,
+                protocol_type=g.protocol_type,
+                protocol_data=g.protocol,
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                members=tuple(
+                    build(
+                        member_cls,
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in g.members
+                ),
+            )
+            for g in described
+        ),
+    )
+
+
+@api(LIST_GROUPS, 0, 4)
+async def list_groups(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    states = list(getattr(request, "states_filter", ()) or ()) or None
+    error, listed = ctx.group_service.coordinator.list_groups(states)
+    entry = response_class(LIST_GROUPS, v, "ListedGroup")
+    return build(
+        response_class(LIST_GROUPS, v, "ListGroupsResponse"),
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        groups=tuple(
+            build(entry, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
+            for g in listed
+        ),
+    )
+
+
+@api(DELETE_GROUPS, 0, 2)
+async def delete_groups(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    service = ctx.group_service
+    results, effects = service.coordinator.delete_groups(list(request.groups_names), ctx.now_ms())
+    service.execute(effects)
+    entry = response_class(DELETE_GROUPS, v, "DeletableGroupResult")
+    return build(
+        response_class(DELETE_GROUPS, v, "DeleteGroupsResponse"),
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            build(entry, group_id=group_id, error_code=error) for group_id, error in results.items()
+        ),
+    )

@@ -1,0 +1,232 @@
+"""The I/O shell around the pure GroupCoordinator (Kafka's GroupCoordinator + the parts
+of GroupMetadataManager that touch the log).
+
+It owns the coordinator and does what the core only asks for: answers parked requests
+(`Respond`), appends to `__consumer_offsets` with acks=all and reports the outcome
+(`AppendToOffsetsTopic` -> `append_done`), fires the single timer (`tick` by
+`next_deadline_ms`), and follows leadership of `__consumer_offsets` partitions: a new
+leader replays the partition before serving it, a former leader unloads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strandline.group.coordinator import Effect, GroupCoordinator
+from strandline.group.model import AppendToOffsetsTopic, GroupConfig, Respond, Token
+from strandline.group.partitioning import OFFSETS_TOPIC
+from strandline.group.records import RawRecord, build_batch, iter_records
+from strandline.types import TopicPartition
+
+if TYPE_CHECKING:
+    from strandline.server.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+_LOAD_READ_BYTES = 1 << 20
+# The timer also wakes at least this often, so a clock jump is never missed for long.
+_MAX_TIMER_SLEEP_S = 1.0
+
+
+def group_config_from_props(props: dict[str, str]) -> GroupConfig:
+    """Kafka's broker keys for the group coordinator, defaults from GroupConfig."""
+    defaults = GroupConfig()
+
+    def get(key: str, default: int) -> int:
+        return int(props.get(key, str(default)))
+
+    return GroupConfig(
+        group_min_session_timeout_ms=get(
+            "group.min.session.timeout.ms", defaults.group_min_session_timeout_ms
+        ),
+        group_max_session_timeout_ms=get(
+            "group.max.session.timeout.ms", defaults.group_max_session_timeout_ms
+        ),
+        group_initial_rebalance_delay_ms=get(
+            "group.initial.rebalance.delay.ms", defaults.group_initial_rebalance_delay_ms
+        ),
+        group_max_size=get("group.max.size", defaults.group_max_size),
+        offsets_retention_minutes=get(
+            "offsets.retention.minutes", defaults.offsets_retention_minutes
+        ),
+        offsets_retention_check_interval_ms=get(
+            "offsets.retention.check.interval.ms", defaults.offsets_retention_check_interval_ms
+        ),
+        offset_metadata_max_bytes=get(
+            "offset.metadata.max.bytes", defaults.offset_metadata_max_bytes
+        ),
+    )
+
+
+class GroupService:
+    def __init__(
+        self,
+        config: GroupConfig,
+        offsets_topic_num_partitions: int,
+        replica_manager: ReplicaManager,
+        now_ms: Callable[[], int],
+        offsets_commit_timeout_ms: int = 5_000,
+    ) -> None:
+        self.coordinator = GroupCoordinator(config, offsets_topic_num_partitions)
+        self.replica_manager = replica_manager
+        self.now_ms = now_ms
+        self.offsets_commit_timeout_s = offsets_commit_timeout_ms / 1000
+        self._tokens = itertools.count(1)
+        self._waiting: dict[Token, asyncio.Future[object]] = {}
+        # Partitions loaded or loading, with the leader epoch we serve them in.
+        self._serving: dict[int, int] = {}
+        # Bumped on every new load of a partition, so a load that lost the race is dropped.
+        self._load_generation = itertools.count(1)
+        self._current_load: dict[int, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timer_task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        # FindCoordinator's creation of __consumer_offsets, shared by concurrent requests.
+        self.offsets_topic_creation: asyncio.Task[None] | None = None
+
+    # -- life cycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.replica_manager.leadership_listeners.append(self._on_leadership)
+        self._timer_task = asyncio.get_running_loop().create_task(
+            self._timer_loop(), name="group-coordinator-timer"
+        )
+
+    async def stop(self) -> None:
+        if self._on_leadership in self.replica_manager.leadership_listeners:
+            self.replica_manager.leadership_listeners.remove(self._on_leadership)
+        tasks = [t for t in (self._timer_task, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_result(None)
+        self._waiting.clear()
+
+    # -- requests ----------------------------------------------------------------------
+
+    async def ask(self, request: Callable[[Token, int], list[Effect]]) -> object:
+        """Run one coordinator call with a fresh token and await the answer to it, which
+        may come from this call, from another member's request, a timer or an append."""
+        token = next(self._tokens)
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = future
+        try:
+            self.execute(request(token, self.now_ms()))
+            return await future
+        finally:
+            self._waiting.pop(token, None)
+
+    def execute(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Respond):
+                future = self._waiting.pop(effect.token, None)
+                if future is not None and not future.done():
+                    future.set_result(effect.response)
+            else:
+                # Tasks start in creation order, so appends keep the core's order.
+                self._spawn(self._append(effect), f"offsets-append-{effect.append_id}")
+        self._wake.set()  # deadlines may have moved
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _append(self, effect: AppendToOffsetsTopic) -> None:
+        tp = TopicPartition(OFFSETS_TOPIC, effect.partition)
+        batch = build_batch(effect.records, self.now_ms())
+        try:
+            error, _ = await self.replica_manager.append_and_wait(
+                tp, batch, self.offsets_commit_timeout_s
+            )
+        except Exception:
+            log.exception("append to %s failed", tp)
+            error = ErrorCode.unknown_server_error
+        self.execute(self.coordinator.append_done(effect.append_id, error, self.now_ms()))
+
+    # -- timer ---------------------------------------------------------------------------
+
+    async def _timer_loop(self) -> None:
+        while True:
+            deadline = self.coordinator.next_deadline_ms()
+            now = self.now_ms()
+            sleep_s = _MAX_TIMER_SLEEP_S
+            if deadline is not None:
+                sleep_s = min(sleep_s, max(0.0, (deadline - now) / 1000))
+            if sleep_s > 0:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), sleep_s)
+                except TimeoutError:
+                    pass
+            self._wake.clear()
+            now = self.now_ms()
+            deadline = self.coordinator.next_deadline_ms()
+            if deadline is None or deadline <= now or sleep_s >= _MAX_TIMER_SLEEP_S:
+                try:
+                    self.execute(self.coordinator.tick(now))
+                except Exception:
+                    log.exception("group coordinator tick failed")
+            self._wake.clear()
+
+    # -- leadership of __consumer_offsets -------------------------------------------------
+
+    def _on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
+        if tp.topic != OFFSETS_TOPIC:
+            return
+        partition = tp.partition
+        if is_leader:
+            if partition in self._serving:
+                # Still the leader in a newer epoch: the in-memory groups stay valid
+                # (Kafka keeps existing groups when it loads an owned partition again).
+                self._serving[partition] = leader_epoch
+                return
+            self._serving[partition] = leader_epoch
+            generation = self._current_load[partition] = next(self._load_generation)
+            self.coordinator.begin_loading(partition)
+            self._spawn(self._load(tp, generation), f"offsets-load-{partition}")
+        elif partition in self._serving:
+            del self._serving[partition]
+            self._current_load.pop(partition, None)
+            log.info("unloading groups of %s", tp)
+            self.execute(self.coordinator.unload(partition))
+
+    async def _load(self, tp: TopicPartition, generation: int) -> None:
+        """Replay the partition from its start to its log end, like Kafka's
+        doLoadGroupsAndOffsets: a leader's log is what will be committed."""
+        started = self.now_ms()
+        hosted = self.replica_manager.partitions.get(tp)
+        if hosted is None:
+            return
+        plog = hosted.log
+        end = plog.log_end_offset
+        offset = plog.log_start_offset
+        records: list[RawRecord] = []
+        while offset < end:
+            chunk = plog.read(offset, _LOAD_READ_BYTES, max_offset=end)
+            if chunk.size == 0 or chunk.next_offset <= offset:
+                break
+            records.extend(iter_records(chunk.records))
+            offset = chunk.next_offset
+            await asyncio.sleep(0)  # let other requests through on a long log
+        if self._current_load.get(tp.partition) != generation:
+            return  # leadership moved on while we read; the listener already acted
+        self.coordinator.load(tp.partition, records, self.now_ms())
+        self._wake.set()
+        log.info(
+            "loaded %d records of %s up to offset %d in %d ms",
+            len(records),
+            tp,
+            end,
+            self.now_ms() - started,
+        )
+
+    def is_serving(self, partition: int) -> bool:
+        return partition in self._serving

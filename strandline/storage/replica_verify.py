@@ -1,0 +1,81 @@
+"""Replica verification (seed 001's Replica Verification Tool, offline form).
+
+Every replica of a partition must hold the same bytes for every batch below the high
+watermark: committed data is identical everywhere. This reads the segment files of
+each replica directly (no broker involved) and compares those byte ranges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from strandline.errors import KafkaError
+from strandline.protocol.record_batch import iter_batches
+from strandline.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
+from strandline.types import TopicPartition
+
+
+def partition_dir(log_dir: Path, tp: TopicPartition) -> Path:
+    return log_dir / f"{tp.topic}-{tp.partition}"
+
+
+def replica_batches(directory: Path, below: int) -> bytes:
+    """The bytes of every batch that ends below offset `below`, in offset order, from
+    one replica's segment files. A torn batch at the end of a live segment ends it."""
+    out = bytearray()
+    for segment in sorted(directory.glob("*.log")):
+        data = segment.read_bytes()
+        try:
+            for header in iter_batches(data):
+                if header.next_offset <= below:
+                    out += data[header.position : header.position + header.size]
+        except KafkaError:
+            pass  # a write in progress on a running broker; later bytes are not committed
+    return bytes(out)
+
+
+def checkpointed_high_watermark(log_dir: Path, tp: TopicPartition) -> int | None:
+    """The HW in `replication-offset-checkpoint` (written periodically and on shutdown)."""
+    path = log_dir / REPLICATION_OFFSET_CHECKPOINT
+    if not path.exists():
+        return None
+    return read_offsets(path).get(tp)
+
+
+@dataclass(frozen=True)
+class ReplicaComparison:
+    tp: TopicPartition
+    below: int
+    sizes: dict[int, int]  # replica -> bytes compared
+    mismatched: tuple[int, ...]  # replicas whose bytes differ from the reference
+
+    @property
+    def consistent(self) -> bool:
+        return not self.mismatched
+
+
+def compare_replicas(
+    tp: TopicPartition, replica_dirs: dict[int, Path], below: int
+) -> ReplicaComparison:
+    """Compare every replica's committed bytes with the first replica's (by id)."""
+    contents = {r: replica_batches(d, below) for r, d in sorted(replica_dirs.items())}
+    sizes = {r: len(c) for r, c in contents.items()}
+    if not contents:
+        return ReplicaComparison(tp, below, sizes, ())
+    reference = next(iter(contents.values()))
+    mismatched = tuple(r for r, c in contents.items() if c != reference)
+    return ReplicaComparison(tp, below, sizes, mismatched)
+
+
+def partitions_in(log_dirs: list[Path]) -> set[TopicPartition]:
+    """Every partition with a directory in any of the log dirs (deleted ones excluded)."""
+    found = set()
+    for log_dir in log_dirs:
+        if not log_dir.is_dir():
+            continue
+        for child in log_dir.iterdir():
+            topic, sep, partition = child.name.rpartition("-")
+            if child.is_dir() and sep and partition.isdigit():
+                found.add(TopicPartition(topic, int(partition)))
+    return found
