@@ -123,3 +123,30 @@ def delivery_recorder(
             acked[(message.partition(), message.offset())] = message.value()  # type: ignore[attr-defined]
 
     return on_delivery
+
+
+def kill_leaders_in_turn(cluster: LocalCluster, topic: str, partitions: int) -> list[int]:
+    """SIGKILL the leader of each partition in turn; after each failover restart the
+    broker and wait until it is back in every ISR. Returns the brokers killed."""
+    killed = []
+    for partition in range(partitions):
+        tp = TopicPartition(topic, partition)
+        leader = wait_until(
+            f"a leader for {tp}", lambda tp=tp: partition_status(cluster, tp).leader
+        )
+        assert leader is not None and leader > 0
+        cluster.kill(leader, "KILL")
+        killed.append(leader)
+        wait_until(
+            f"{tp} to fail over from {leader}",
+            lambda tp=tp, dead=leader: (
+                (p := partition_status(cluster, tp)).leader not in (None, -1, dead) and p.leader
+            ),
+        )
+        cluster.start(leader)
+        wait_until(
+            f"broker {leader} back in the ISR of every partition",
+            lambda b=leader: all(b in p.isr for p in cluster.status().partitions),
+            timeout_s=30,
+        )
+    return killed

@@ -12,6 +12,7 @@ from .support import (
     consume_all,
     create_topic,
     delivery_recorder,
+    kill_leaders_in_turn,
     partition_status,
     producer,
     replica_batches,
@@ -44,25 +45,7 @@ def test_leader_kills_under_acks_all_lose_no_acknowledged_record(cluster_factory
 
     thread = threading.Thread(target=produce)
     thread.start()
-    for partition in range(PARTITIONS):
-        tp = TopicPartition("orders", partition)
-        leader = wait_until(
-            f"a leader for {tp}", lambda tp=tp: partition_status(cluster, tp).leader
-        )
-        assert leader is not None and leader > 0
-        cluster.kill(leader, "KILL")
-        wait_until(
-            f"{tp} to fail over from {leader}",
-            lambda tp=tp, dead=leader: (
-                (p := partition_status(cluster, tp)).leader not in (None, -1, dead) and p.leader
-            ),
-        )
-        cluster.start(leader)
-        wait_until(
-            f"broker {leader} back in the ISR of every partition",
-            lambda b=leader: all(b in p.isr for p in cluster.status().partitions),
-            timeout_s=30,
-        )
+    kill_leaders_in_turn(cluster, "orders", PARTITIONS)
     thread.join(120)
     assert done.is_set(), "the producer did not finish"
     assert len(acked) >= RECORDS * 0.9, f"only {len(acked)} of {RECORDS} acknowledged: {errors[:3]}"
