@@ -101,3 +101,7 @@ class StaleBrokerEpochError(KafkaError):
 
 class NotControllerError(KafkaError):
     code = ErrorCode.not_controller
+
+
+class InvalidReplicaAssignmentError(KafkaError):
+    code = ErrorCode.invalid_replica_assignment

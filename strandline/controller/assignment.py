@@ -13,21 +13,18 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from kio.schema.errors import ErrorCode
+from strandline.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+)
 
-from strandline.errors import KafkaError
-
-
-class InvalidReplicationFactorError(KafkaError):
-    code = ErrorCode.invalid_replication_factor
-
-
-class InvalidPartitionsError(KafkaError):
-    code = ErrorCode.invalid_partitions
-
-
-class InvalidReplicaAssignmentError(KafkaError):
-    code = ErrorCode.invalid_replica_assignment
+__all__ = [
+    "InvalidPartitionsError",
+    "InvalidReplicaAssignmentError",
+    "InvalidReplicationFactorError",
+    "assign_replicas_to_brokers",
+]
 
 
 def assign_replicas_to_brokers(

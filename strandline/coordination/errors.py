@@ -5,11 +5,14 @@ from __future__ import annotations
 from kazoo.exceptions import BadVersionError
 from kio.schema.errors import ErrorCode
 
-from strandline.errors import KafkaError
+from strandline.errors import KafkaError, TopicExistsError
 
-
-class TopicExistsError(KafkaError):
-    code = ErrorCode.topic_already_exists
+__all__ = [
+    "BrokerIdInUseError",
+    "ControllerMovedError",
+    "TopicExistsError",
+    "ZkVersionConflictError",
+]
 
 
 class BrokerIdInUseError(KafkaError):
