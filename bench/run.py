@@ -58,8 +58,10 @@ def run_target(bootstrap: str, plan: Plan, console: Console) -> dict[str, float]
             topic = f"bench-{label}-{acks}-{stamp}"
             create_topic(bootstrap, topic)
             result = produce_throughput(bootstrap, topic, size, count, acks, plan.max_seconds)
-            console.log(f"produce {label} {acks_label}: {result.records} records, "
-                        f"{result.mb_per_s:.1f} MB/s")
+            console.log(
+                f"produce {label} {acks_label}: {result.records} records, "
+                f"{result.mb_per_s:.1f} MB/s"
+            )
             figures[f"produce {label} {acks_label} MB/s"] = result.mb_per_s
             figures[f"produce {label} {acks_label} msgs/s"] = result.msgs_per_s
             if acks == "1":
@@ -71,8 +73,10 @@ def run_target(bootstrap: str, plan: Plan, console: Console) -> dict[str, float]
     topic = f"bench-latency-{stamp}"
     create_topic(bootstrap, topic)
     latency = end_to_end_latency(bootstrap, topic, plan.latency_rate, plan.latency_seconds)
-    console.log(f"e2e latency: p50 {latency.p50_ms:.2f} ms, p99 {latency.p99_ms:.2f} ms "
-                f"({latency.samples} samples)")
+    console.log(
+        f"e2e latency: p50 {latency.p50_ms:.2f} ms, p99 {latency.p99_ms:.2f} ms "
+        f"({latency.samples} samples)"
+    )
     figures["e2e latency p50 ms"] = latency.p50_ms
     figures["e2e latency p99 ms"] = latency.p99_ms
     figures["e2e latency max ms"] = latency.max_ms
@@ -109,11 +113,13 @@ def render(results: dict[str, dict[str, float]], errors: dict[str, str], console
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="short run (seconds, not minutes)")
-    parser.add_argument("--targets", default="strandline,tansu",
-                        help=f"comma-separated, from: {', '.join(TARGETS)}")
+    parser.add_argument(
+        "--targets", default="strandline,tansu", help=f"comma-separated, from: {', '.join(TARGETS)}"
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     console = Console(stderr=True)
@@ -132,10 +138,19 @@ def main(argv: list[str] | None = None) -> int:
     render(results, errors, Console())
     # Client and broker share this machine's cores: the load says how far to trust a figure.
     Console().print(f"load average during the run: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min)")
-    print("BENCH_JSON " + json.dumps({"plan": "quick" if args.quick else "full",
-                                      "loadavg_1m": round(load[0], 2),
-                                      "results": results, "ratios": ratios(results),
-                                      "errors": errors}, sort_keys=True))
+    print(
+        "BENCH_JSON "
+        + json.dumps(
+            {
+                "plan": "quick" if args.quick else "full",
+                "loadavg_1m": round(load[0], 2),
+                "results": results,
+                "ratios": ratios(results),
+                "errors": errors,
+            },
+            sort_keys=True,
+        )
+    )
     return 1 if errors else 0
 
 

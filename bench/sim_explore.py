@@ -24,16 +24,26 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     print(f"{args.replicas} replicas x {args.steps} steps, {args.schedules} schedules per mode")
-    print(f"{'mode':8} {'violating':>9} {'wall s':>7} {'cpu s':>7} "
-          f"{'sched/min (wall)':>17} {'sched/min (cpu)':>16}")
+    print(
+        f"{'mode':8} {'violating':>9} {'wall s':>7} {'cpu s':>7} "
+        f"{'sched/min (wall)':>17} {'sched/min (cpu)':>16}"
+    )
     for mode in (TruncationMode.KIP279, TruncationMode.KIP101, TruncationMode.HW):
         cpu_started = time.process_time()
-        report = explore(args.seed, args.schedules, mode, replicas=args.replicas,
-                         steps=args.steps, shrink_first=False)
+        report = explore(
+            args.seed,
+            args.schedules,
+            mode,
+            replicas=args.replicas,
+            steps=args.steps,
+            shrink_first=False,
+        )
         cpu = time.process_time() - cpu_started
         per_min_cpu = args.schedules * 60.0 / cpu if cpu > 0 else 0.0
-        print(f"{mode.value:8} {report.violating_schedules:>9} {report.elapsed_s:>7.2f} "
-              f"{cpu:>7.2f} {report.schedules_per_minute:>17,.0f} {per_min_cpu:>16,.0f}")
+        print(
+            f"{mode.value:8} {report.violating_schedules:>9} {report.elapsed_s:>7.2f} "
+            f"{cpu:>7.2f} {report.schedules_per_minute:>17,.0f} {per_min_cpu:>16,.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -72,19 +72,27 @@ class _DeliveryTally:
             self.first_error = err
 
 
-def _produce_blocking(producer: Producer, topic: str, value: bytes, partition: int,
-                      on_delivery: _DeliveryTally, key: bytes | None = None) -> None:
+def _produce_blocking(
+    producer: Producer,
+    topic: str,
+    value: bytes,
+    partition: int,
+    on_delivery: _DeliveryTally,
+    key: bytes | None = None,
+) -> None:
     while True:
         try:
-            producer.produce(topic, value=value, key=key, partition=partition,
-                             on_delivery=on_delivery)
+            producer.produce(
+                topic, value=value, key=key, partition=partition, on_delivery=on_delivery
+            )
             return
         except BufferError:
             producer.poll(0.005)
 
 
-def produce_throughput(bootstrap: str, topic: str, record_size: int, count: int, acks: str,
-                       max_seconds: float) -> Throughput:
+def produce_throughput(
+    bootstrap: str, topic: str, record_size: int, count: int, acks: str, max_seconds: float
+) -> Throughput:
     """Produce `count` records round-robin over the partitions (or fewer if time runs out)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks})
     tally = _DeliveryTally()
@@ -112,15 +120,18 @@ def produce_throughput(bootstrap: str, topic: str, record_size: int, count: int,
     return Throughput(records, records * record_size, seconds)
 
 
-def consume_throughput(bootstrap: str, topic: str, expected: int, max_seconds: float,
-                       group: str = "bench") -> Throughput:
+def consume_throughput(
+    bootstrap: str, topic: str, expected: int, max_seconds: float, group: str = "bench"
+) -> Throughput:
     """Read `expected` records from the start of every partition with default fetch settings."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "enable.auto.commit": False,
-        "enable.partition.eof": False,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
     # Clock from assign(), after a metadata round trip: starting it at the first record would
     # miss whatever librdkafka prefetched meanwhile and flatter small runs.
     consumer.list_topics(topic, timeout=10)
@@ -156,9 +167,14 @@ def _percentile(sorted_values: list[float], pct: float) -> float:
     return sorted_values[rank]
 
 
-def end_to_end_latency(bootstrap: str, topic: str, rate_per_s: int, seconds: float,
-                       record_size: int = 100,
-                       consumer_overrides: dict[str, object] | None = None) -> Latency:
+def end_to_end_latency(
+    bootstrap: str,
+    topic: str,
+    rate_per_s: int,
+    seconds: float,
+    record_size: int = 100,
+    consumer_overrides: dict[str, object] | None = None,
+) -> Latency:
     """Paced produce (acks=1, linger.ms=0) against a consumer left at librdkafka's defaults.
 
     The consumer's only settings are the ones librdkafka requires (bootstrap, group.id for
@@ -166,8 +182,14 @@ def end_to_end_latency(bootstrap: str, topic: str, rate_per_s: int, seconds: flo
     broker that does not wake parked fetches shows it here. `consumer_overrides` exists for
     diagnosis (e.g. a short fetch.wait.max.ms isolates the broker's wake-up from the rest).
     """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency",
-                         "enable.auto.commit": False, **(consumer_overrides or {})})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-latency",
+            "enable.auto.commit": False,
+            **(consumer_overrides or {}),
+        }
+    )
     consumer.assign([KafkaTopicPartition(topic, p, OFFSET_END) for p in range(PARTITIONS)])
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
     tally = _DeliveryTally()
@@ -216,8 +238,9 @@ def end_to_end_latency(bootstrap: str, topic: str, rate_per_s: int, seconds: flo
                 if remaining > 1_500_000:
                     time.sleep((remaining - 1_000_000) / 1e9)
                 producer.poll(0)
-            _produce_blocking(producer, topic, _STAMP.pack(time.monotonic_ns()) + padding,
-                              i % PARTITIONS, tally)
+            _produce_blocking(
+                producer, topic, _STAMP.pack(time.monotonic_ns()) + padding, i % PARTITIONS, tally
+            )
             producer.poll(0)
         producer.flush(10)
         drain_deadline = time.monotonic() + 5
@@ -230,5 +253,6 @@ def end_to_end_latency(bootstrap: str, topic: str, rate_per_s: int, seconds: flo
     if not latencies_ns:
         raise RuntimeError("no latency samples")
     values_ms = sorted(ns / 1e6 for ns in latencies_ns)
-    return Latency(len(values_ms), _percentile(values_ms, 50), _percentile(values_ms, 99),
-                   values_ms[-1])
+    return Latency(
+        len(values_ms), _percentile(values_ms, 50), _percentile(values_ms, 99), values_ms[-1]
+    )

@@ -55,27 +55,32 @@ def scenario(
     config = chosen.config_for(truncation)
     result = run_schedule(config, list(chosen.events), record=True)
     if as_json:
-        json.dump({
-            "scenario": chosen.name,
-            "truncation": truncation.value,
-            "config": _config_json(config),
-            "committed_lost": result.committed_lost,
-            "committed_dropped_outside_guarantee": result.dropped_outside_guarantee,
-            "diverged": result.diverged,
-            "violations": result.violations,
-            "acked": result.acked,
-            "failed_produces": [list(item) for item in result.failed_produces],
-            "steps": result.steps,
-        }, sys.stdout)
+        json.dump(
+            {
+                "scenario": chosen.name,
+                "truncation": truncation.value,
+                "config": _config_json(config),
+                "committed_lost": result.committed_lost,
+                "committed_dropped_outside_guarantee": result.dropped_outside_guarantee,
+                "diverged": result.diverged,
+                "violations": result.violations,
+                "acked": result.acked,
+                "failed_produces": [list(item) for item in result.failed_produces],
+                "steps": result.steps,
+            },
+            sys.stdout,
+        )
         sys.stdout.write("\n")
         return
     console = Console()
     console.print(f"[bold]{chosen.name}[/bold] (truncation={truncation.value}): {chosen.summary}")
     console.print()
     print_steps(console, result.steps)
-    console.print(f"committed_lost: {result.committed_lost}   "
-                  f"dropped outside Kafka's guarantee: {result.dropped_outside_guarantee}   "
-                  f"diverged: {result.diverged}   violations: {len(result.violations)}")
+    console.print(
+        f"committed_lost: {result.committed_lost}   "
+        f"dropped outside Kafka's guarantee: {result.dropped_outside_guarantee}   "
+        f"diverged: {result.diverged}   violations: {len(result.violations)}"
+    )
 
 
 @app.command("explore")
@@ -95,41 +100,48 @@ def explore(
     if first is not None:
         replay = run_schedule(first.config, first.shrunk, record=True, settle=True)
     if as_json:
-        json.dump({
-            "schedules": report.schedules,
-            "seed": report.seed,
-            "truncation": truncation.value,
-            "replicas": replicas,
-            "steps_per_schedule": steps,
-            "violating_schedules": report.violating_schedules,
-            "violations": replay.violations if replay else [],
-            "committed_lost": replay.committed_lost if replay else [],
-            "diverged": replay.diverged if replay else False,
-            "reproducer": None if first is None else {
-                "seed": first.schedule_seed,
-                "config": _config_json(first.config),
-                "original_length": len(first.schedule),
-                "original_violations": first.violations,
-                "schedule": [event.to_json() for event in first.shrunk],
+        json.dump(
+            {
+                "schedules": report.schedules,
+                "seed": report.seed,
+                "truncation": truncation.value,
+                "replicas": replicas,
+                "steps_per_schedule": steps,
+                "violating_schedules": report.violating_schedules,
+                "violations": replay.violations if replay else [],
+                "committed_lost": replay.committed_lost if replay else [],
+                "diverged": replay.diverged if replay else False,
+                "reproducer": None
+                if first is None
+                else {
+                    "seed": first.schedule_seed,
+                    "config": _config_json(first.config),
+                    "original_length": len(first.schedule),
+                    "original_violations": first.violations,
+                    "schedule": [event.to_json() for event in first.shrunk],
+                },
+                "steps": replay.steps if replay else [],
+                "elapsed_s": round(report.elapsed_s, 3),
+                "schedules_per_minute": round(report.schedules_per_minute),
             },
-            "steps": replay.steps if replay else [],
-            "elapsed_s": round(report.elapsed_s, 3),
-            "schedules_per_minute": round(report.schedules_per_minute),
-        }, sys.stdout)
+            sys.stdout,
+        )
         sys.stdout.write("\n")
     else:
         console = Console()
         console.print(
             f"explored {report.schedules} schedules ({replicas} replicas x {steps} steps, "
             f"seeds {seed}..{seed + schedules - 1}, truncation={truncation.value}) in "
-            f"{report.elapsed_s:.1f} s = {report.schedules_per_minute:,.0f} schedules/min")
+            f"{report.elapsed_s:.1f} s = {report.schedules_per_minute:,.0f} schedules/min"
+        )
         console.print(f"violating schedules: {report.violating_schedules}")
         if first is not None and replay is not None:
             console.print(
                 f"\nfirst violation: seed {first.schedule_seed}, "
                 f"min.insync.replicas={first.config.min_insync_replicas}, "
                 f"unclean.leader.election.enable={first.config.unclean_leader_election_enable}; "
-                f"shrunk from {len(first.schedule)} to {len(first.shrunk)} events:")
+                f"shrunk from {len(first.schedule)} to {len(first.shrunk)} events:"
+            )
             for index, event in enumerate(first.shrunk, start=1):
                 console.print(f"  {index}. {event.describe(NAMES)}", markup=False)
             console.print()

@@ -768,7 +768,10 @@ class Controller:
     ) -> None:
         ctx = self._ctx()
         leaders = self._broker_infos()
-        for broker_id, states in decisions.leader_and_isr_targets(ctx, tps, is_new).items():
+        targets = decisions.leader_and_isr_targets(ctx, tps, is_new)
+        # Remote sends only enqueue; the local broker applies in-process on this loop,
+        # so it goes last and never holds up the others (Kafka: a queue per broker).
+        for broker_id, states in sorted(targets.items(), key=lambda t: t[0] == self.broker_id):
             if only_brokers is not None and broker_id not in only_brokers:
                 continue
             await self.channel.send_leader_and_isr(
@@ -793,7 +796,7 @@ class Controller:
             decisions.partition_state(ctx, tp) for tp in tps if tp in ctx.partition_states
         )
         brokers = self._broker_infos()
-        for broker_id in broker_ids:
+        for broker_id in sorted(broker_ids, key=lambda b: b == self.broker_id):
             if broker_id not in ctx.live_brokers:
                 continue
             await self.channel.send_update_metadata(

@@ -305,8 +305,9 @@ def leader_imbalance(ctx: ControllerContext) -> dict[int, float]:
     ratios = {}
     for broker, tps in sorted(by_preferred.items()):
         not_preferred = [
-            tp for tp in tps if tp in ctx.partition_states
-            and ctx.partition_states[tp].leader != broker
+            tp
+            for tp in tps
+            if tp in ctx.partition_states and ctx.partition_states[tp].leader != broker
         ]
         ratios[broker] = len(not_preferred) / len(tps)
     return ratios

@@ -196,9 +196,7 @@ class Partition:
             return ErrorCode.not_enough_replicas
         return ErrorCode.none
 
-    def produce_completion(
-        self, last_offset: int, min_insync_replicas: int
-    ) -> ErrorCode | None:
+    def produce_completion(self, last_offset: int, min_insync_replicas: int) -> ErrorCode | None:
         """An acks=all produce waiting for `last_offset`: None while waiting, else its answer.
 
         As Kafka's DelayedProduce: done once the HW passes the record; it then fails with

@@ -57,8 +57,9 @@ def follower_truncation(
     truncates the log and cache to the returned offset and asks with the new latest epoch.
     """
     if mode is TruncationMode.HW:
-        return TruncationDecision(truncation_offset_without_leader(log_end_offset, high_watermark),
-                                  True)
+        return TruncationDecision(
+            truncation_offset_without_leader(log_end_offset, high_watermark), True
+        )
     if leader_answer.end_offset == UNDEFINED_OFFSET:
         # The leader knows nothing of our epoch (or we have none): fall back to the HW.
         return TruncationDecision(min(high_watermark, log_end_offset), True)
@@ -71,9 +72,7 @@ def follower_truncation(
         # Every epoch we hold is newer than the leader's answer: keep nothing past its end.
         return TruncationDecision(min(leader_answer.end_offset, log_end_offset), True)
     if follower_epoch == leader_answer.leader_epoch:
-        return TruncationDecision(
-            min(leader_answer.end_offset, follower_end, log_end_offset), True
-        )
+        return TruncationDecision(min(leader_answer.end_offset, follower_end, log_end_offset), True)
     # Our largest epoch <= the leader's differs from it: the logs diverged before
     # `follower_end`. Cut there and ask again with the epoch now latest (KIP-279).
     return TruncationDecision(min(follower_end, log_end_offset), False)

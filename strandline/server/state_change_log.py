@@ -26,9 +26,10 @@ class StateChangeLog:
             self._file = path.open("a", buffering=1, encoding="utf-8")
 
     def record(self, event: str, tp: TopicPartition | None = None, **details: Any) -> None:
+        now = time.time()  # one clock read for both parts of the timestamp
         entry: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-            + f".{int(time.time() * 1000) % 1000:03d}Z",
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+            + f".{int(now * 1000) % 1000:03d}Z",
             "broker": self.broker_id,
             "event": event,
         }

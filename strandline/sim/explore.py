@@ -73,7 +73,7 @@ def shrink(config: SimConfig, schedule: list[Event]) -> list[Event]:
     while chunk >= 1:
         start = 0
         while start < len(current):
-            candidate = current[:start] + current[start + chunk:]
+            candidate = current[:start] + current[start + chunk :]
             if candidate and violates(config, candidate):
                 current = candidate
             else:
@@ -110,8 +110,14 @@ class ExploreReport:
         return self.schedules * 60.0 / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
-def explore(seed: int, schedules: int, mode: TruncationMode, replicas: int = 3,
-            steps: int = 50, shrink_first: bool = True) -> ExploreReport:
+def explore(
+    seed: int,
+    schedules: int,
+    mode: TruncationMode,
+    replicas: int = 3,
+    steps: int = 50,
+    shrink_first: bool = True,
+) -> ExploreReport:
     """Run `schedules` random schedules; schedule i uses seed `seed + i`."""
     started = time.perf_counter()
     violating = 0

@@ -19,8 +19,10 @@ def check_step(sim: Simulator) -> list[str]:
     problems: list[str] = []
     for replica in sim.replicas:
         if replica.alive and replica.high_watermark > replica.log_end_offset:
-            problems.append(f"hw-above-leo: {NAMES[replica.broker_id]} HW "
-                            f"{replica.high_watermark} > LEO {replica.log_end_offset}")
+            problems.append(
+                f"hw-above-leo: {NAMES[replica.broker_id]} HW "
+                f"{replica.high_watermark} > LEO {replica.log_end_offset}"
+            )
     if sim.leader == NO_LEADER:
         return problems
     leader = sim.replicas[sim.leader]
@@ -36,8 +38,11 @@ def check_step(sim: Simulator) -> list[str]:
     epochs = leader.epochs
     values = leader.values
     for replica in sim.replicas:
-        if (replica is leader or not replica.alive
-                or replica.follower.fetch_state is not FetchState.FETCHING):
+        if (
+            replica is leader
+            or not replica.alive
+            or replica.follower.fetch_state is not FetchState.FETCHING
+        ):
             continue
         limit = replica.high_watermark
         if limit > leader.log_end_offset:
@@ -45,8 +50,10 @@ def check_step(sim: Simulator) -> list[str]:
             continue
         if replica.values[:limit] != values[:limit] or replica.epochs[:limit] != epochs[:limit]:
             offset = _first_difference(replica.values, values, replica.epochs, epochs, limit)
-            problems.append(f"diverged-below-hw: {NAMES[replica.broker_id]} and leader "
-                            f"{NAMES[sim.leader]} differ at offset {offset} < HW {limit}")
+            problems.append(
+                f"diverged-below-hw: {NAMES[replica.broker_id]} and leader "
+                f"{NAMES[sim.leader]} differ at offset {offset} < HW {limit}"
+            )
     return problems
 
 
@@ -60,13 +67,16 @@ def _committed_lost(sim: Simulator) -> list[str]:
         if offset >= leo or leader.values[offset] != value or leader.epochs[offset] != epoch:
             if offset not in sim.lost:
                 sim.lost.add(offset)
-                problems.append(f"committed-lost: offset {offset} ({value}, epoch {epoch}) is "
-                                f"gone from leader {NAMES[sim.leader]}")
+                problems.append(
+                    f"committed-lost: offset {offset} ({value}, epoch {epoch}) is "
+                    f"gone from leader {NAMES[sim.leader]}"
+                )
     return problems
 
 
-def _first_difference(a_values: list[str], b_values: list[str], a_epochs: list[int],
-                      b_epochs: list[int], limit: int) -> int:
+def _first_difference(
+    a_values: list[str], b_values: list[str], a_epochs: list[int], b_epochs: list[int], limit: int
+) -> int:
     for offset in range(limit):
         if a_values[offset] != b_values[offset] or a_epochs[offset] != b_epochs[offset]:
             return offset
@@ -83,8 +93,10 @@ def check_converged(sim: Simulator) -> list[str]:
         if replica is leader:
             continue
         if replica.values != leader.values or replica.epochs != leader.epochs:
-            problems.append(f"not-converged: {NAMES[replica.broker_id]} log differs from "
-                            f"leader {NAMES[sim.leader]} after settling")
+            problems.append(
+                f"not-converged: {NAMES[replica.broker_id]} log differs from "
+                f"leader {NAMES[sim.leader]} after settling"
+            )
     return problems
 
 
@@ -92,10 +104,12 @@ def diverged(sim: Simulator) -> bool:
     """Two replicas hold different records at the same offset below both their LEOs."""
     replicas = sim.replicas
     for i, first in enumerate(replicas):
-        for second in replicas[i + 1:]:
+        for second in replicas[i + 1 :]:
             common = min(first.log_end_offset, second.log_end_offset)
-            if (first.values[:common] != second.values[:common]
-                    or first.epochs[:common] != second.epochs[:common]):
+            if (
+                first.values[:common] != second.values[:common]
+                or first.epochs[:common] != second.epochs[:common]
+            ):
                 return True
     return False
 
@@ -111,7 +125,10 @@ def dropped_outside_guarantee(sim: Simulator) -> list[int]:
         leader = sim.replicas[sim.leader]
         for offset in sim.excused:
             epoch, value = sim.committed[offset]
-            if (offset >= leader.log_end_offset or leader.values[offset] != value
-                    or leader.epochs[offset] != epoch):
+            if (
+                offset >= leader.log_end_offset
+                or leader.values[offset] != value
+                or leader.epochs[offset] != epoch
+            ):
                 out.add(offset)
     return sorted(out)

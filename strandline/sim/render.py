@@ -12,8 +12,9 @@ def step_table(step: dict[str, Any]) -> Table:
     leader = step["leader"] or "none (offline)"
     table = Table(
         title=f"step {step['step']}: {step['event']}",
-        caption=(f"leader {leader}, leader epoch {step['leader_epoch']}, "
-                 f"ISR {{{','.join(step['isr'])}}}"),
+        caption=(
+            f"leader {leader}, leader epoch {step['leader_epoch']}, ISR {{{','.join(step['isr'])}}}"
+        ),
         title_justify="left",
         caption_justify="left",
     )
@@ -26,8 +27,14 @@ def step_table(step: dict[str, Any]) -> Table:
     for replica in step["replicas"]:
         log = "\n".join(f"{offset} e{epoch} {value}" for offset, epoch, value in replica["log"])
         cache = " ".join(f"({epoch},{offset})" for epoch, offset in replica["epoch_cache"])
-        table.add_row(replica["id"], replica["role"], log or "-", str(replica["leo"]),
-                      str(replica["hw"]), cache or "-")
+        table.add_row(
+            replica["id"],
+            replica["role"],
+            log or "-",
+            str(replica["leo"]),
+            str(replica["hw"]),
+            cache or "-",
+        )
     return table
 
 
@@ -37,6 +44,7 @@ def print_steps(console: Console, steps: list[dict[str, Any]]) -> None:
         for note in step.get("notes", []):
             console.print(f"  - {note}", markup=False, highlight=False)
         for problem in step.get("violations", []):
-            console.print(f"  ! VIOLATION {problem}", style="bold red", markup=False,
-                          highlight=False)
+            console.print(
+                f"  ! VIOLATION {problem}", style="bold red", markup=False, highlight=False
+            )
         console.print()

@@ -21,24 +21,35 @@ class RunResult:
     steps: list[dict[str, Any]] = field(default_factory=list)
 
 
-def run_schedule(config: SimConfig, schedule: list[Event], record: bool = False,
-                 settle: bool = False, stop_at_first: bool = False) -> RunResult:
+def run_schedule(
+    config: SimConfig,
+    schedule: list[Event],
+    record: bool = False,
+    settle: bool = False,
+    stop_at_first: bool = False,
+) -> RunResult:
     """Replay `schedule`; with `settle`, finish by restarting everyone and catching up,
     then require the logs to converge. `record` keeps a per-step snapshot."""
     sim = Simulator(config, record=record)
     violations: list[str] = []
     steps: list[dict[str, Any]] = []
     if record:
-        steps.append({"step": 0, "event": "initial state", "notes": sim.notes,
-                      **sim.snapshot()})
+        steps.append({"step": 0, "event": "initial state", "notes": sim.notes, **sim.snapshot()})
     for index, event in enumerate(schedule, start=1):
         sim.step(event)
         problems = invariants.check_step(sim)
         if problems:
             violations.extend(f"step {index}: {p}" for p in problems)
         if record:
-            steps.append({"step": index, "event": event.describe(NAMES), "notes": sim.notes,
-                          "violations": problems, **sim.snapshot()})
+            steps.append(
+                {
+                    "step": index,
+                    "event": event.describe(NAMES),
+                    "notes": sim.notes,
+                    "violations": problems,
+                    **sim.snapshot(),
+                }
+            )
         if problems and stop_at_first:
             break
     if settle and not (violations and stop_at_first):
@@ -47,8 +58,15 @@ def run_schedule(config: SimConfig, schedule: list[Event], record: bool = False,
         problems = invariants.check_step(sim) + invariants.check_converged(sim)
         violations.extend(f"settle: {p}" for p in problems)
         if record:
-            steps.append({"step": len(schedule) + 1, "event": "settle (restart all, catch up)",
-                          "notes": sim.notes, "violations": problems, **sim.snapshot()})
+            steps.append(
+                {
+                    "step": len(schedule) + 1,
+                    "event": "settle (restart all, catch up)",
+                    "notes": sim.notes,
+                    "violations": problems,
+                    **sim.snapshot(),
+                }
+            )
     return RunResult(
         violations=violations,
         committed_lost=invariants.committed_lost_offsets(sim),

@@ -48,8 +48,10 @@ HW_LEO_WALKTHROUGH = Scenario(
 
 KIP101_DATA_LOSS = Scenario(
     name="kip101-data-loss",
-    summary=("KIP-101 scenario 1: follower A restarts and truncates to its stale HW, "
-             "then leader B dies and A leads without m2."),
+    summary=(
+        "KIP-101 scenario 1: follower A restarts and truncates to its stale HW, "
+        "then leader B dies and A leads without m2."
+    ),
     config=SimConfig(replicas=2, initial_leader=B),
     events=(
         Event(PRODUCE, flag=True, value="m1"),
@@ -65,8 +67,10 @@ KIP101_DATA_LOSS = Scenario(
 
 KIP101_DIVERGENCE = Scenario(
     name="kip101-divergence",
-    summary=("KIP-101 scenario 2: power failure; B lost unflushed m2, comes back first, "
-             "leads and writes m3 at offset 1 where A still holds m2."),
+    summary=(
+        "KIP-101 scenario 2: power failure; B lost unflushed m2, comes back first, "
+        "leads and writes m3 at offset 1 where A still holds m2."
+    ),
     config=SimConfig(replicas=2, initial_leader=A),
     events=(
         Event(PRODUCE, value="m1"),
@@ -85,10 +89,13 @@ KIP101_DIVERGENCE = Scenario(
 
 UNCLEAN_EPOCH_DIVERGENCE = Scenario(
     name="unclean-epoch-divergence",
-    summary=("Seed 004: min.insync.replicas=1, unclean election; A and B lead in turns over "
-             "four epochs without replicating, then A follows B."),
-    config=SimConfig(replicas=2, initial_leader=A, min_insync_replicas=1,
-                     unclean_leader_election_enable=True),
+    summary=(
+        "Seed 004: min.insync.replicas=1, unclean election; A and B lead in turns over "
+        "four epochs without replicating, then A follows B."
+    ),
+    config=SimConfig(
+        replicas=2, initial_leader=A, min_insync_replicas=1, unclean_leader_election_enable=True
+    ),
     events=(
         Event(CRASH, B),
         Event(PRODUCE, value="a0"),  # epoch 0 on A

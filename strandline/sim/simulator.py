@@ -42,11 +42,26 @@ class SimConfig:
 
 
 class FetchResponse:
-    __slots__ = ("fetch_offset", "leader_epoch", "epochs", "values", "high_watermark", "error",
-                 "leader_log_end_offset")
+    __slots__ = (
+        "fetch_offset",
+        "leader_epoch",
+        "epochs",
+        "values",
+        "high_watermark",
+        "error",
+        "leader_log_end_offset",
+    )
 
-    def __init__(self, fetch_offset: int, leader_epoch: int, epochs: list[int], values: list[str],
-                 high_watermark: int, error: ErrorCode, leader_log_end_offset: int) -> None:
+    def __init__(
+        self,
+        fetch_offset: int,
+        leader_epoch: int,
+        epochs: list[int],
+        values: list[str],
+        high_watermark: int,
+        error: ErrorCode,
+        leader_log_end_offset: int,
+    ) -> None:
         self.fetch_offset = fetch_offset
         self.leader_epoch = leader_epoch
         self.epochs = epochs
@@ -59,8 +74,18 @@ class FetchResponse:
 class Replica:
     """One broker's copy of the partition: the log and what the broker keeps beside it."""
 
-    __slots__ = ("broker_id", "alive", "epochs", "values", "flushed", "high_watermark",
-                 "epoch_cache", "partition", "follower", "held_response")
+    __slots__ = (
+        "broker_id",
+        "alive",
+        "epochs",
+        "values",
+        "flushed",
+        "high_watermark",
+        "epoch_cache",
+        "partition",
+        "follower",
+        "held_response",
+    )
 
     def __init__(self, broker_id: int, mode: TruncationMode) -> None:
         self.broker_id = broker_id
@@ -150,22 +175,31 @@ class Simulator:
         replica.epoch_cache.assign(self.leader_epoch, replica.log_end_offset)
         partition = Partition(new_leader, self.config.replica_lag_time_max_ms)
         replica.partition = partition
-        partition.become_leader(self.leader_epoch, isr, self.assignment, replica.log_end_offset,
-                                replica.high_watermark, self.now_ms)
+        partition.become_leader(
+            self.leader_epoch,
+            isr,
+            self.assignment,
+            replica.log_end_offset,
+            replica.high_watermark,
+            self.now_ms,
+        )
         replica.high_watermark = partition.high_watermark
         self.term_high_watermark = partition.high_watermark
         if self.record:
             kind = "unclean" if unclean else "clean"
-            self._note(f"{NAMES[new_leader]} becomes leader, epoch {self.leader_epoch} "
-                       f"({kind}), ISR {self._isr_text()}")
+            self._note(
+                f"{NAMES[new_leader]} becomes leader, epoch {self.leader_epoch} "
+                f"({kind}), ISR {self._isr_text()}"
+            )
         for other in self.replicas:
             if other.broker_id != new_leader and other.alive:
                 self._become_follower(other)
 
     def _become_follower(self, replica: Replica) -> None:
         replica.partition = None
-        cut = replica.follower.become_follower(self.leader, self.leader_epoch,
-                                               replica.log_end_offset, replica.high_watermark)
+        cut = replica.follower.become_follower(
+            self.leader, self.leader_epoch, replica.log_end_offset, replica.high_watermark
+        )
         if cut is not None:
             if self.record and cut < replica.log_end_offset:
                 self._note(f"{NAMES[replica.broker_id]} truncates to its HW {cut}")
@@ -209,8 +243,11 @@ class Simulator:
         leader.high_watermark = new_high_watermark
         committed = self.committed
         excused = self.excused
-        uncovered_from = (min(self.unclean_shutdown_from.values())
-                          if self.unclean_shutdown_from else new_high_watermark)
+        uncovered_from = (
+            min(self.unclean_shutdown_from.values())
+            if self.unclean_shutdown_from
+            else new_high_watermark
+        )
         for offset in range(old, new_high_watermark):
             record = (leader.epochs[offset], leader.values[offset])
             previous = committed.get(offset)
@@ -298,8 +335,10 @@ class Simulator:
         else:
             self.acked.append(value)
         if self.record:
-            self._note(f"{NAMES[self.leader]} appends {value} at offset {offset}, "
-                       f"epoch {self.leader_epoch}")
+            self._note(
+                f"{NAMES[self.leader]} appends {value} at offset {offset}, "
+                f"epoch {self.leader_epoch}"
+            )
         self._leader_hw_moved(leader, partition.on_append(leader.log_end_offset, self.now_ms))
 
     def _fetch(self, follower_id: int, deliver: bool, hold: bool) -> None:
@@ -314,16 +353,21 @@ class Simulator:
             # asking again; delaying it is the same as losing it here.
             if not deliver:
                 return
-            answer = EpochEndOffset(*leader.epoch_cache.end_offset_for(
-                follower.epoch_cache.latest_epoch, leader.log_end_offset))
+            answer = EpochEndOffset(
+                *leader.epoch_cache.end_offset_for(
+                    follower.epoch_cache.latest_epoch, leader.log_end_offset
+                )
+            )
             decision = follower.follower.on_epoch_answer(
-                follower.epoch_cache, follower.log_end_offset, follower.high_watermark, answer)
+                follower.epoch_cache, follower.log_end_offset, follower.high_watermark, answer
+            )
             if self.record:
                 self._note(
                     f"{NAMES[follower_id]}: OffsetForLeaderEpoch(epoch "
                     f"{follower.epoch_cache.latest_epoch}) -> (epoch {answer.leader_epoch}, "
                     f"end offset {answer.end_offset}); truncate to {decision.offset}"
-                    + ("" if decision.truncation_completed else ", ask again"))
+                    + ("" if decision.truncation_completed else ", ask again")
+                )
             follower.truncate_to(decision.offset)
             return
         response = self._leader_handles_fetch(leader, follower_id, follower.log_end_offset)
@@ -334,22 +378,38 @@ class Simulator:
         elif self.record:
             self._note(f"{NAMES[follower_id]}: fetch response lost")
 
-    def _leader_handles_fetch(self, leader: Replica, follower_id: int,
-                              fetch_offset: int) -> FetchResponse:
+    def _leader_handles_fetch(
+        self, leader: Replica, follower_id: int, fetch_offset: int
+    ) -> FetchResponse:
         partition = leader.partition
         assert partition is not None
         self.unclean_shutdown_from.pop(follower_id, None)
         if fetch_offset > leader.log_end_offset:
-            return FetchResponse(fetch_offset, self.leader_epoch, [], [], leader.high_watermark,
-                                 ErrorCode.offset_out_of_range, leader.log_end_offset)
+            return FetchResponse(
+                fetch_offset,
+                self.leader_epoch,
+                [],
+                [],
+                leader.high_watermark,
+                ErrorCode.offset_out_of_range,
+                leader.log_end_offset,
+            )
         outcome = partition.on_follower_fetch(follower_id, fetch_offset, self.now_ms)
-        response = FetchResponse(fetch_offset, self.leader_epoch, leader.epochs[fetch_offset:],
-                                 leader.values[fetch_offset:], outcome.response_high_watermark,
-                                 ErrorCode.none, leader.log_end_offset)
+        response = FetchResponse(
+            fetch_offset,
+            self.leader_epoch,
+            leader.epochs[fetch_offset:],
+            leader.values[fetch_offset:],
+            outcome.response_high_watermark,
+            ErrorCode.none,
+            leader.log_end_offset,
+        )
         if self.record:
-            self._note(f"{NAMES[self.leader]} handles FETCH from {NAMES[follower_id]} at "
-                       f"fetchOffset {fetch_offset}: remote LEO := {fetch_offset}, "
-                       f"response HW {outcome.response_high_watermark}")
+            self._note(
+                f"{NAMES[self.leader]} handles FETCH from {NAMES[follower_id]} at "
+                f"fetchOffset {fetch_offset}: remote LEO := {fetch_offset}, "
+                f"response HW {outcome.response_high_watermark}"
+            )
         self._leader_hw_moved(leader, outcome.high_watermark_advanced)
         if outcome.isr_expand is not None:
             self._set_isr(outcome.isr_expand)
@@ -357,26 +417,31 @@ class Simulator:
 
     def _apply_fetch_response(self, follower: Replica, response: FetchResponse) -> None:
         state = follower.follower
-        if not state.accepts_fetch_response(response.fetch_offset, response.leader_epoch,
-                                            follower.log_end_offset):
+        if not state.accepts_fetch_response(
+            response.fetch_offset, response.leader_epoch, follower.log_end_offset
+        ):
             if self.record:
                 self._note(f"{NAMES[follower.broker_id]}: stale fetch response dropped")
             return
         if response.error == ErrorCode.offset_out_of_range:
             cut, _next_fetch = truncation_on_offset_out_of_range(
-                follower.log_end_offset, 0, response.leader_log_end_offset)
+                follower.log_end_offset, 0, response.leader_log_end_offset
+            )
             if self.record:
                 self._note(f"{NAMES[follower.broker_id]}: OFFSET_OUT_OF_RANGE, truncate to {cut}")
             follower.truncate_to(cut)
             return
         if response.values:
             follower.append(response.epochs, response.values)
-        follower.high_watermark = follower_high_watermark(follower.log_end_offset,
-                                                          response.high_watermark)
+        follower.high_watermark = follower_high_watermark(
+            follower.log_end_offset, response.high_watermark
+        )
         if self.record:
-            self._note(f"{NAMES[follower.broker_id]} appends {len(response.values)} record(s), "
-                       f"HW := min(LEO {follower.log_end_offset}, {response.high_watermark}) "
-                       f"= {follower.high_watermark}")
+            self._note(
+                f"{NAMES[follower.broker_id]} appends {len(response.values)} record(s), "
+                f"HW := min(LEO {follower.log_end_offset}, {response.high_watermark}) "
+                f"= {follower.high_watermark}"
+            )
 
     def _deliver(self, follower_id: int) -> None:
         follower = self.replicas[follower_id]
@@ -505,9 +570,11 @@ class Simulator:
         for replica in self.replicas:
             if replica is leader:
                 continue
-            if (replica.follower.fetch_state is not FetchState.FETCHING
-                    or replica.log_end_offset != leader.log_end_offset
-                    or replica.high_watermark != leader.high_watermark):
+            if (
+                replica.follower.fetch_state is not FetchState.FETCHING
+                or replica.log_end_offset != leader.log_end_offset
+                or replica.high_watermark != leader.high_watermark
+            ):
                 return False
         return True
 
@@ -522,16 +589,20 @@ class Simulator:
                 role = "leader"
             else:
                 role = f"follower ({replica.follower.fetch_state.value})"
-            replicas.append({
-                "id": NAMES[replica.broker_id],
-                "role": role,
-                "log": [[offset, replica.epochs[offset], replica.values[offset]]
-                        for offset in range(replica.log_end_offset)],
-                "leo": replica.log_end_offset,
-                "hw": replica.high_watermark,
-                "epoch_cache": [[e.epoch, e.start_offset] for e in replica.epoch_cache.entries],
-                "flushed": replica.flushed,
-            })
+            replicas.append(
+                {
+                    "id": NAMES[replica.broker_id],
+                    "role": role,
+                    "log": [
+                        [offset, replica.epochs[offset], replica.values[offset]]
+                        for offset in range(replica.log_end_offset)
+                    ],
+                    "leo": replica.log_end_offset,
+                    "hw": replica.high_watermark,
+                    "epoch_cache": [[e.epoch, e.start_offset] for e in replica.epoch_cache.entries],
+                    "flushed": replica.flushed,
+                }
+            )
         return {
             "leader": NAMES[self.leader] if self.leader != NO_LEADER else None,
             "leader_epoch": self.leader_epoch,

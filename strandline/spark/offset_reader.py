@@ -6,15 +6,60 @@ planned ranges never reach past the HW: executors read only committed records.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from strandline.spark.options import SourceOptions
 from strandline.types import TopicPartition
 
 METADATA_TIMEOUT_S = 10.0
+# How long the driver keeps asking while leadership moves (a broker failover
+# takes a few seconds: session timeout plus election).
+RETRY_DEADLINE_S = 30.0
+RETRY_BACKOFF_S = 0.2
+
+T = TypeVar("T")
+
+# librdkafka does not flag every one of these as retriable on the query paths.
+_LEADERSHIP_MOVING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._DESTROY_BROKER,
+    }
+)
+
+
+def _is_transient(error: object) -> bool:
+    if not isinstance(error, KafkaError):
+        return False
+    return error.retriable() or error.code() in _LEADERSHIP_MOVING
+
+
+def retry_transient(call: Callable[[], T], deadline_s: float = RETRY_DEADLINE_S) -> T:
+    """Repeat `call` while it fails with a retriable Kafka error (NOT_LEADER_OR_FOLLOWER,
+    LEADER_NOT_AVAILABLE, ...): a leader that just died must not fail the query."""
+    give_up = time.monotonic() + deadline_s
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not _is_transient(error) or time.monotonic() >= give_up:
+                raise
+            time.sleep(RETRY_BACKOFF_S)
 
 
 def consumer_config(kafka_config: dict[str, str]) -> dict[str, object]:
@@ -41,7 +86,7 @@ class OffsetReader:
 
     def partitions(self) -> list[TopicPartition]:
         """Current partitions of the subscribed topics (new partitions show up here)."""
-        metadata = self.consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+        metadata = retry_transient(lambda: self.consumer.list_topics(timeout=METADATA_TIMEOUT_S))
         found: list[TopicPartition] = []
         for name, topic in metadata.topics.items():
             if topic.error is not None or not self._options.subscribes_to(name):
@@ -56,26 +101,33 @@ class OffsetReader:
         earliest: dict[TopicPartition, int] = {}
         latest: dict[TopicPartition, int] = {}
         for tp in partitions:
-            low, high = self.consumer.get_watermark_offsets(
-                KafkaTopicPartition(tp.topic, tp.partition),
-                timeout=METADATA_TIMEOUT_S,
-                cached=False,
+            low, high = retry_transient(
+                partial(
+                    self.consumer.get_watermark_offsets,
+                    KafkaTopicPartition(tp.topic, tp.partition),
+                    timeout=METADATA_TIMEOUT_S,
+                    cached=False,
+                )
             )
             earliest[tp], latest[tp] = low, high
         return earliest, latest
 
     def offsets_for_times(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """First offset whose timestamp is >= the given epoch-ms, per partition."""
-        result = self.consumer.offsets_for_times(
-            [KafkaTopicPartition(tp.topic, tp.partition, ms) for tp, ms in wanted.items()],
-            timeout=METADATA_TIMEOUT_S,
-        )
-        out: dict[TopicPartition, int] = {}
-        for ktp in result:
-            if ktp.error is not None:
-                raise KafkaException(ktp.error)
-            out[TopicPartition(ktp.topic, ktp.partition)] = ktp.offset
-        return out
+
+        def ask() -> dict[TopicPartition, int]:
+            result = self.consumer.offsets_for_times(
+                [KafkaTopicPartition(tp.topic, tp.partition, ms) for tp, ms in wanted.items()],
+                timeout=METADATA_TIMEOUT_S,
+            )
+            out: dict[TopicPartition, int] = {}
+            for ktp in result:
+                if ktp.error is not None:
+                    raise KafkaException(ktp.error)
+                out[TopicPartition(ktp.topic, ktp.partition)] = ktp.offset
+            return out
+
+        return retry_transient(ask)
 
     def close(self) -> None:
         if self._consumer is not None:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from strandline.spark.offset_reader import consumer_config
+from strandline.spark.offset_reader import consumer_config, retry_transient
 from strandline.spark.offsets import OffsetRange
 from strandline.spark.schema import ARROW_HEADERS_TYPE, KAFKA_ARROW_SCHEMA
 
@@ -168,8 +168,10 @@ class RangeReader:
 
     def _log_start(self, consumer: Consumer) -> tuple[int, int]:
         r = self._range
-        low, high = consumer.get_watermark_offsets(
-            KafkaTopicPartition(r.topic, r.partition), timeout=10.0, cached=False
+        low, high = retry_transient(
+            lambda: consumer.get_watermark_offsets(
+                KafkaTopicPartition(r.topic, r.partition), timeout=10.0, cached=False
+            )
         )
         return int(low), int(high)
 

@@ -21,8 +21,12 @@ def wait_until_serving(bootstrap: str, topic: str, partitions: int, timeout_s: f
         try:
             meta = admin.list_topics(topic, timeout=2).topics.get(topic)
             last = meta
-            if (meta is not None and meta.error is None and len(meta.partitions) == partitions
-                    and all(p.leader >= 0 and p.error is None for p in meta.partitions.values())):
+            if (
+                meta is not None
+                and meta.error is None
+                and len(meta.partitions) == partitions
+                and all(p.leader >= 0 and p.error is None for p in meta.partitions.values())
+            ):
                 return
         except Exception as exc:  # the broker may still be starting
             last = exc

@@ -34,9 +34,18 @@ def _tansu() -> Iterator[str]:
     port = _free_port()
     url = f"tcp://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://it/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://it/",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 10

@@ -93,8 +93,9 @@ def assert_roundtrip(
 
 def create_topic_confluent(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
-                                            replication_factor=1)], operation_timeout=10)
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)], operation_timeout=10
+    )
     for future in futures.values():
         future.result(timeout=15)
     # Kafka acknowledges creation before every broker's metadata has the new leaders.
@@ -103,10 +104,12 @@ def create_topic_confluent(bootstrap: str, topic: str, partitions: int = PARTITI
     wait_until_serving(bootstrap, topic, partitions)
 
 
-def consume_confluent(bootstrap: str, topic: str, expected: int, partitions: int = PARTITIONS,
-                      timeout_s: float = 30.0) -> list[Received]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "it-roundtrip",
-                         "enable.auto.commit": False})
+def consume_confluent(
+    bootstrap: str, topic: str, expected: int, partitions: int = PARTITIONS, timeout_s: float = 30.0
+) -> list[Received]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "it-roundtrip", "enable.auto.commit": False}
+    )
     consumer.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     out: list[Received] = []
     deadline = time.monotonic() + timeout_s
@@ -116,8 +119,16 @@ def consume_confluent(bootstrap: str, topic: str, expected: int, partitions: int
                 assert m.error() is None, m.error()
                 raw_headers = cast(list[tuple[str, bytes | None]], m.headers() or [])
                 headers = tuple((name, value or b"") for name, value in raw_headers)
-                out.append(Received(m.partition() or 0, m.offset() or 0, m.key(), m.value(),
-                                    headers, m.timestamp()[1]))  # type: ignore[arg-type]
+                out.append(
+                    Received(
+                        m.partition() or 0,
+                        m.offset() or 0,
+                        m.key(),
+                        m.value(),
+                        headers,
+                        m.timestamp()[1],
+                    )
+                )  # type: ignore[arg-type]
     finally:
         consumer.close()
     return out

@@ -143,8 +143,9 @@ def test_legacy_magic_is_rejected(broker: str, topic: str, magic: int) -> None:
 
 
 def test_produce_unknown_topic_auto_create_on(cluster_factory: ClusterFactory) -> None:
-    bootstrap = new_cluster(cluster_factory, config={"auto.create.topics.enable": "true",
-                                                   "num.partitions": "2"}).bootstrap
+    bootstrap = new_cluster(
+        cluster_factory, config={"auto.create.topics.enable": "true", "num.partitions": "2"}
+    ).bootstrap
     name = _topic()
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     delivered: list[Any] = []
@@ -173,8 +174,10 @@ def test_produce_unknown_topic_auto_create_off(cluster_factory: ClusterFactory) 
 
 def test_fetch_beyond_log_end_is_offset_out_of_range(broker: str, topic: str) -> None:
     with WireClient(broker) as client:
-        assert wire.produce_error(client.request(wire.produce(topic, 0, wire.batch([b"a"])))) \
+        assert (
+            wire.produce_error(client.request(wire.produce(topic, 0, wire.batch([b"a"]))))
             == ErrorCode.none
+        )
         at_end = wire.fetch_partition(client.request(wire.fetch(topic, 0, 1)))
         assert at_end.error_code == ErrorCode.none  # the log end itself is a valid position
         beyond = wire.fetch_partition(client.request(wire.fetch(topic, 0, 1000)))
@@ -188,16 +191,18 @@ def test_fetch_beyond_log_end_is_offset_out_of_range(broker: str, topic: str) ->
 def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
     mount_point = tmp_path / "tmpfs"
     mount_point.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount_point)],
-                   check=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount_point)], check=True
+    )
     try:
         yield mount_point
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
-def test_full_disk_is_storage_error_and_recovers(cluster_factory: ClusterFactory,
-                                                 tiny_tmpfs: Path) -> None:
+def test_full_disk_is_storage_error_and_recovers(
+    cluster_factory: ClusterFactory, tiny_tmpfs: Path
+) -> None:
     log_dir = tiny_tmpfs / "data"
     bootstrap = new_cluster(cluster_factory, config={"log.dirs": str(log_dir)}).bootstrap
     name = _topic()
@@ -256,8 +261,12 @@ def _assert_log_holds(client: WireClient, topic: str, values: list[bytes]) -> No
 def test_random_bytes_never_kill_the_broker(broker: str, topic: str) -> None:
     with WireClient(broker) as bystander:
 
-        @settings(max_examples=50, deadline=None, derandomize=True,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=50,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(
             garbage=st.binary(max_size=512),
             framed=st.booleans(),

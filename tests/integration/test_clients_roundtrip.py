@@ -33,17 +33,30 @@ def test_confluent_kafka_roundtrip(bootstrap: str) -> None:
     errors: list[object] = []
 
     for codec, records in plan.items():
-        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
-                             "acks": "all", "linger.ms": 5})
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "compression.type": codec,
+                "acks": "all",
+                "linger.ms": 5,
+            }
+        )
         for s in records:
+
             def on_delivery(err: object, msg: object, index: int = s.index) -> None:
                 if err is not None:
                     errors.append(err)
                 else:
                     acked[index] = msg.partition()  # type: ignore[attr-defined]
 
-            producer.produce(topic, key=s.key, value=s.value, headers=list(s.headers),
-                             timestamp=s.timestamp_ms, on_delivery=on_delivery)
+            producer.produce(
+                topic,
+                key=s.key,
+                value=s.value,
+                headers=list(s.headers),
+                timestamp=s.timestamp_ms,
+                on_delivery=on_delivery,
+            )
             producer.poll(0)
         assert producer.flush(30) == 0
     assert not errors
@@ -66,11 +79,23 @@ def test_kafka_python_roundtrip(bootstrap: str) -> None:
     plan = all_records(int(time.time() * 1000) - 60_000)
     acked: dict[int, int] = {}
     for codec, records in plan.items():
-        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                 compression_type=None if codec == "none" else codec)
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            linger_ms=5,
+            compression_type=None if codec == "none" else codec,
+        )
         futures = [
-            (s.index, producer.send(topic, key=s.key, value=s.value, headers=list(s.headers),
-                                    timestamp_ms=s.timestamp_ms))
+            (
+                s.index,
+                producer.send(
+                    topic,
+                    key=s.key,
+                    value=s.value,
+                    headers=list(s.headers),
+                    timestamp_ms=s.timestamp_ms,
+                ),
+            )
             for s in records
         ]
         producer.flush(30)
@@ -79,8 +104,12 @@ def test_kafka_python_roundtrip(bootstrap: str) -> None:
         producer.close(5)
 
     sent = [s for records in plan.values() for s in records]
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                             enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
     partitions = [KPTopicPartition(topic, p) for p in range(PARTITIONS)]
     consumer.assign(partitions)
     consumer.seek_to_beginning(*partitions)
@@ -90,8 +119,7 @@ def test_kafka_python_roundtrip(bootstrap: str) -> None:
         while len(received) < len(sent) and time.monotonic() < deadline:
             for batch in consumer.poll(timeout_ms=500, max_records=5_000).values():
                 received.extend(
-                    Received(r.partition, r.offset, r.key, r.value, tuple(r.headers),
-                             r.timestamp)
+                    Received(r.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
                     for r in batch
                 )
     finally:
@@ -112,21 +140,33 @@ async def _aiokafka_roundtrip(bootstrap: str) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS,
-                                            replication_factor=1)])
+        await admin.create_topics(
+            [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)]
+        )
     finally:
         await admin.close()
     plan = all_records(int(time.time() * 1000) - 60_000)
     acked: dict[int, int] = {}
     for codec, records in plan.items():
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                    compression_type=None if codec == "none" else codec)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            linger_ms=5,
+            compression_type=None if codec == "none" else codec,
+        )
         await producer.start()
         try:
             futures = [
-                (s.index, await producer.send(topic, key=s.key, value=s.value,
-                                              headers=list(s.headers),
-                                              timestamp_ms=s.timestamp_ms))
+                (
+                    s.index,
+                    await producer.send(
+                        topic,
+                        key=s.key,
+                        value=s.value,
+                        headers=list(s.headers),
+                        timestamp_ms=s.timestamp_ms,
+                    ),
+                )
                 for s in records
             ]
             for index, future in futures:
@@ -135,8 +175,12 @@ async def _aiokafka_roundtrip(bootstrap: str) -> None:
             await producer.stop()
 
     sent = [s for records in plan.values() for s in records]
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
     await consumer.start()
     received: list[Received] = []
     try:
@@ -147,8 +191,7 @@ async def _aiokafka_roundtrip(bootstrap: str) -> None:
         while len(received) < len(sent) and time.monotonic() < deadline:
             for batch in (await consumer.getmany(timeout_ms=500, max_records=5_000)).values():
                 received.extend(
-                    Received(r.partition, r.offset, r.key, r.value, tuple(r.headers),
-                             r.timestamp)
+                    Received(r.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
                     for r in batch
                 )
     finally:
@@ -179,25 +222,68 @@ def test_kcat_roundtrip(bootstrap: str, kcat: str) -> None:
         headers = (("codec", codec.encode()), ("client", b"kcat"))
         lines = "".join(f"{s.key.decode()}:{s.value.decode()}\n" for s in records)
         subprocess.run(
-            [kcat, "-P", "-b", bootstrap, "-t", topic, "-K", ":", "-z", codec,
-             "-H", "codec=" + codec, "-H", "client=kcat", "-X", "acks=all"],
-            input=lines.encode(), check=True, timeout=60, capture_output=True,
+            [
+                kcat,
+                "-P",
+                "-b",
+                bootstrap,
+                "-t",
+                topic,
+                "-K",
+                ":",
+                "-z",
+                codec,
+                "-H",
+                "codec=" + codec,
+                "-H",
+                "client=kcat",
+                "-X",
+                "acks=all",
+            ],
+            input=lines.encode(),
+            check=True,
+            timeout=60,
+            capture_output=True,
         )
         sent.extend(Sent(s.index, s.key, s.value, headers, 0) for s in records)
     finished_ms = int(time.time() * 1000)
 
     out = subprocess.run(
-        [kcat, "-C", "-b", bootstrap, "-t", topic, "-e", "-o", "beginning", "-Z",
-         "-f", "%p|%o|%T|%k|%s|%h\n"],
-        check=True, timeout=60, capture_output=True,
+        [
+            kcat,
+            "-C",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-e",
+            "-o",
+            "beginning",
+            "-Z",
+            "-f",
+            "%p|%o|%T|%k|%s|%h\n",
+        ],
+        check=True,
+        timeout=60,
+        capture_output=True,
     ).stdout.decode()
     received = []
     for line in out.splitlines():
         partition, offset, ts, key, value, header_text = line.split("|", 5)
-        received.append(Received(int(partition), int(offset), key.encode(), value.encode(),
-                                 _kcat_headers(header_text), int(ts)))
+        received.append(
+            Received(
+                int(partition),
+                int(offset),
+                key.encode(),
+                value.encode(),
+                _kcat_headers(header_text),
+                int(ts),
+            )
+        )
     assert_roundtrip(sent, received, check_timestamps=False)
     assert all(started_ms - 1000 <= r.timestamp_ms <= finished_ms + 1000 for r in received)
-    second_reader = {(r.partition, r.offset): r.timestamp_ms
-                     for r in consume_confluent(bootstrap, topic, len(sent))}
+    second_reader = {
+        (r.partition, r.offset): r.timestamp_ms
+        for r in consume_confluent(bootstrap, topic, len(sent))
+    }
     assert {(r.partition, r.offset): r.timestamp_ms for r in received} == second_reader

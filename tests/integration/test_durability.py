@@ -40,16 +40,26 @@ def test_clean_restart_keeps_records_and_configs(cluster_factory: ClusterFactory
     cluster = new_cluster(cluster_factory)
     topic = _topic()
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    for f in admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1,
-                                           config={"retention.ms": "987654321"})]).values():
+    for f in admin.create_topics(
+        [
+            NewTopic(
+                topic,
+                num_partitions=PARTITIONS,
+                replication_factor=1,
+                config={"retention.ms": "987654321"},
+            )
+        ]
+    ).values():
         f.result(timeout=15)
     wait_until_serving(cluster.bootstrap, topic, PARTITIONS)
     sent = all_records(int(time.time() * 1000))["gzip"]
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                         "compression.type": "gzip"})
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "compression.type": "gzip"}
+    )
     for s in sent:
-        producer.produce(topic, key=s.key, value=s.value, headers=list(s.headers),
-                         timestamp=s.timestamp_ms)
+        producer.produce(
+            topic, key=s.key, value=s.value, headers=list(s.headers), timestamp=s.timestamp_ms
+        )
     assert producer.flush(20) == 0
 
     cluster.kill(BROKER, "TERM")
@@ -82,15 +92,25 @@ def test_sigkill_during_produce_keeps_every_acked_record(cluster_factory: Cluste
                 acked[(msg.partition(), msg.offset())] = msg.value()
 
     def produce_stream() -> None:
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                             "linger.ms": 1, "message.timeout.ms": 3000,
-                             "enable.idempotence": False})
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "acks": "all",
+                "linger.ms": 1,
+                "message.timeout.ms": 3000,
+                "enable.idempotence": False,
+            }
+        )
         seq = 0
         while not stop.is_set():
             partition = seq % PARTITIONS
             try:
-                producer.produce(topic, value=_value(partition, seq), partition=partition,
-                                 on_delivery=on_delivery)
+                producer.produce(
+                    topic,
+                    value=_value(partition, seq),
+                    partition=partition,
+                    on_delivery=on_delivery,
+                )
             except BufferError:
                 producer.poll(0.01)
                 continue
@@ -120,8 +140,9 @@ def test_sigkill_during_produce_keeps_every_acked_record(cluster_factory: Cluste
     assert active_segment.stat().st_size <= size_before_tear, "recovery truncates the torn tail"
 
     # Read to the log end: records written but never acknowledged may be there too.
-    received = consume_confluent(cluster.bootstrap, topic, _log_end_total(cluster.bootstrap, topic),
-                                 timeout_s=20)
+    received = consume_confluent(
+        cluster.bootstrap, topic, _log_end_total(cluster.bootstrap, topic), timeout_s=20
+    )
     by_partition: dict[int, list[Received]] = defaultdict(list)
     for r in received:
         by_partition[r.partition].append(r)
@@ -137,8 +158,12 @@ def test_sigkill_during_produce_keeps_every_acked_record(cluster_factory: Cluste
     # After recovery, new records land right after the last valid one and are readable.
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     new_offsets: list[int] = []
-    producer.produce(topic, value=b"after-restart", partition=0,
-                     on_delivery=lambda err, msg: new_offsets.append(msg.offset() or 0))
+    producer.produce(
+        topic,
+        value=b"after-restart",
+        partition=0,
+        on_delivery=lambda err, msg: new_offsets.append(msg.offset() or 0),
+    )
     assert producer.flush(15) == 0
     assert new_offsets == [len(by_partition[0])]
 
@@ -146,7 +171,9 @@ def test_sigkill_during_produce_keeps_every_acked_record(cluster_factory: Cluste
 def _log_end_total(bootstrap: str, topic: str) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "it-durability"})
     try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in range(PARTITIONS))
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(PARTITIONS)
+        )
     finally:
         consumer.close()

@@ -49,12 +49,22 @@ def init_producer_id(transactional_id: str | None = None, version: int = 4) -> A
 
 def idempotent_batch(producer_id: int, epoch: int, seq: int, count: int = 4) -> bytes:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=producer_id,
-        producer_epoch=epoch, base_sequence=seq, batch_size=1 << 30,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        batch_size=1 << 30,
     )
     for i in range(count):
-        builder.append(i, timestamp=1_700_000_000_000 + i, key=None,
-                       value=b"pid%d-seq%d" % (producer_id, seq + i), headers=[])
+        builder.append(
+            i,
+            timestamp=1_700_000_000_000 + i,
+            key=None,
+            value=b"pid%d-seq%d" % (producer_id, seq + i),
+            headers=[],
+        )
     return bytes(builder.build())
 
 
@@ -187,8 +197,9 @@ def test_kafka_python_idempotent_producer_delivers_exactly_once(cluster_factory:
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, linger_ms=5)
     assert producer.config["enable_idempotence"]
     try:
-        futures = [producer.send(topic, key=k, value=v)
-                   for k, v in (send_plan(i) for i in range(RECORDS))]
+        futures = [
+            producer.send(topic, key=k, value=v) for k, v in (send_plan(i) for i in range(RECORDS))
+        ]
         producer.flush(60)
         for future in futures:
             future.get(timeout=10)
@@ -204,8 +215,14 @@ def test_confluent_idempotent_producer_delivers_exactly_once(cluster_factory: An
     topic = _topic("confluent")
     create_topic_confluent(cluster.bootstrap, topic, partitions=PARTITIONS)
     errors: list[object] = []
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5, "error_cb": errors.append})
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "error_cb": errors.append,
+        }
+    )
 
     def on_delivery(err: object, _msg: object) -> None:
         if err is not None:
@@ -242,8 +259,14 @@ def test_idempotent_producer_across_a_leader_sigkill(cluster_factory: Any) -> No
     wait_until_serving(cluster.bootstrap, topic, PARTITIONS)
     leader = admin.list_topics(topic, timeout=5).topics[topic].partitions[0].leader
     errors: list[object] = []
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5, "message.timeout.ms": 60_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 60_000,
+        }
+    )
 
     def on_delivery(err: object, _msg: object) -> None:
         if err is not None:

@@ -32,8 +32,9 @@ def _topic() -> str:
     return f"adm-{uuid.uuid4().hex[:8]}"
 
 
-def _create(bootstrap: str, topic: str, partitions: int = 1,
-            config: dict[str, str] | None = None) -> AdminClient:
+def _create(
+    bootstrap: str, topic: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> AdminClient:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})
     for future in admin.create_topics([new], operation_timeout=10).values():
@@ -43,8 +44,9 @@ def _create(bootstrap: str, topic: str, partitions: int = 1,
 
 
 def _consumer(bootstrap: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": "it-admin",
-                     "enable.auto.commit": False})
+    return Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "it-admin", "enable.auto.commit": False}
+    )
 
 
 def test_list_offsets_by_timestamp_inside_a_batch(cluster_factory: ClusterFactory) -> None:
@@ -62,11 +64,22 @@ def test_list_offsets_by_timestamp_inside_a_batch(cluster_factory: ClusterFactor
     consumer = _consumer(bootstrap)
     try:
         # wire.batch stamps record i with base + i: the answers fall inside the batches.
-        cases = {t0 - 1: 0, t0: 0, t0 + 1: 1, t0 + 5: 5, t0 + 9: 9, t0 + 10: 10,
-                 t0 + 100: 10, t0 + 103: 13, t0 + 109: 19}
+        cases = {
+            t0 - 1: 0,
+            t0: 0,
+            t0 + 1: 1,
+            t0 + 5: 5,
+            t0 + 9: 9,
+            t0 + 10: 10,
+            t0 + 100: 10,
+            t0 + 103: 13,
+            t0 + 109: 19,
+        }
         # One query per call: librdkafka merges repeated partitions within one request.
-        found = {ts: consumer.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)[0]
-                 for ts in cases}
+        found = {
+            ts: consumer.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)[0]
+            for ts in cases
+        }
         assert {ts: tp.offset for ts, tp in found.items()} == cases
         # Past the last timestamp there is no such record: Kafka answers offset -1.
         (after,) = consumer.offsets_for_times([TopicPartition(topic, 0, t0 + 1000)], timeout=10)
@@ -105,8 +118,15 @@ def test_delete_records_advances_log_start(cluster_factory: ClusterFactory) -> N
 
 # Topic configs Kafka reports for every topic (a subset: the ones this issue implements).
 CORE_TOPIC_CONFIGS = {
-    "cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes", "segment.ms",
-    "max.message.bytes", "flush.messages", "flush.ms", "segment.index.bytes",
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "segment.bytes",
+    "segment.ms",
+    "max.message.bytes",
+    "flush.messages",
+    "flush.ms",
+    "segment.index.bytes",
     "message.timestamp.type",
 }
 
@@ -148,8 +168,13 @@ def test_incremental_alter_configs_retention_takes_effect(
     before = segment_files(cluster, topic, 0)
     assert len(before) > 3, "segment.bytes=4096 must roll segments"
 
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=15)
     (described,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
@@ -179,8 +204,7 @@ def test_create_partitions_then_clients_use_them(cluster_factory: ClusterFactory
     bootstrap = new_cluster(cluster_factory).bootstrap
     topic = _topic()
     admin = _create(bootstrap, topic, partitions=2)
-    for future in admin.create_partitions([NewPartitions(topic, 5)],
-                                          operation_timeout=10).values():
+    for future in admin.create_partitions([NewPartitions(topic, 5)], operation_timeout=10).values():
         future.result(timeout=15)
     wait_until_serving(bootstrap, topic, 5)
 

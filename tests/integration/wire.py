@@ -33,14 +33,22 @@ def split_bootstrap(bootstrap: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def encode_request(request: Any, correlation_id: int, client_id: str = "it-wire",
-                   version: int | None = None) -> bytes:
+def encode_request(
+    request: Any, correlation_id: int, client_id: str = "it-wire", version: int | None = None
+) -> bytes:
     """Size prefix + request header (v1, or v2 when flexible) + kio-written body."""
     cid = client_id.encode()
     body = io.BytesIO()
     entity_writer(type(request))(body, request)
-    header = _HEADER.pack(request.__api_key__, request.__version__ if version is None else version,
-                          correlation_id, len(cid)) + cid
+    header = (
+        _HEADER.pack(
+            request.__api_key__,
+            request.__version__ if version is None else version,
+            correlation_id,
+            len(cid),
+        )
+        + cid
+    )
     if request.__flexible__:
         header += b"\0"  # no tagged fields in the header
     payload = header + body.getvalue()
@@ -86,8 +94,9 @@ class WireClient:
             chunks += chunk
         return bytes(chunks)
 
-    def request(self, request: Any, version: int | None = None,
-                response_version: int | None = None) -> Any:
+    def request(
+        self, request: Any, version: int | None = None, response_version: int | None = None
+    ) -> Any:
         """Send `request` and parse the answer; AssertionError if the broker hung up."""
         self._correlation += 1
         self.send_raw(encode_request(request, self._correlation, version=version))
@@ -134,9 +143,17 @@ def metadata(*topics: str, auto_create: bool = False) -> MetadataRequest:
 
 def produce(topic: str, partition: int, records: bytes, acks: int = 1) -> Any:
     return produce_v9.ProduceRequest(
-        transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(timedelta(seconds=5)),
-        topic_data=(produce_v9.TopicProduceData(name=TopicName(topic), partition_data=(
-            produce_v9.PartitionProduceData(index=i32(partition), records=Records(records)),)),),
+        transactional_id=None,
+        acks=i16(acks),
+        timeout=i32Timedelta.parse(timedelta(seconds=5)),
+        topic_data=(
+            produce_v9.TopicProduceData(
+                name=TopicName(topic),
+                partition_data=(
+                    produce_v9.PartitionProduceData(index=i32(partition), records=Records(records)),
+                ),
+            ),
+        ),
     )
 
 
@@ -146,15 +163,31 @@ def produce_error(response: Any) -> ErrorCode:
 
 def fetch(topic: str, partition: int, offset: int, max_wait_ms: int = 0) -> Any:
     return fetch_v12.FetchRequest(
-        cluster_id=None, replica_id=BrokerId(-1),
+        cluster_id=None,
+        replica_id=BrokerId(-1),
         max_wait=i32Timedelta.parse(timedelta(milliseconds=max_wait_ms)),
-        min_bytes=i32(1), max_bytes=i32(1 << 20), isolation_level=i8(0), session_id=i32(0),
+        min_bytes=i32(1),
+        max_bytes=i32(1 << 20),
+        isolation_level=i8(0),
+        session_id=i32(0),
         session_epoch=i32(-1),
-        topics=(fetch_v12.FetchTopic(topic=TopicName(topic), partitions=(fetch_v12.FetchPartition(
-            partition=i32(partition), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
-            last_fetched_epoch=i32(-1), log_start_offset=i64(-1),
-            partition_max_bytes=i32(1 << 20)),)),),
-        forgotten_topics_data=(), rack_id="",
+        topics=(
+            fetch_v12.FetchTopic(
+                topic=TopicName(topic),
+                partitions=(
+                    fetch_v12.FetchPartition(
+                        partition=i32(partition),
+                        current_leader_epoch=i32(-1),
+                        fetch_offset=i64(offset),
+                        last_fetched_epoch=i32(-1),
+                        log_start_offset=i64(-1),
+                        partition_max_bytes=i32(1 << 20),
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
     )
 
 
@@ -164,9 +197,15 @@ def fetch_partition(response: Any) -> Any:
 
 def batch(values: list[bytes], timestamp_ms: int = 1_700_000_000_000) -> bytes:
     """A valid uncompressed v2 batch (kafka-python's builder)."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
-                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                        batch_size=1 << 30)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 30,
+    )
     for i, value in enumerate(values):
         builder.append(i, timestamp=timestamp_ms + i, key=None, value=value, headers=[])
     return bytes(builder.build())

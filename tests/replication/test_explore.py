@@ -24,8 +24,9 @@ event_strategy = st.builds(
 
 def with_unique_values(schedule: list[Event]) -> list[Event]:
     # Distinct values, so that two different records can never look alike.
-    return [e._replace(value=f"v{i}") if e.kind == ev.PRODUCE else e
-            for i, e in enumerate(schedule)]
+    return [
+        e._replace(value=f"v{i}") if e.kind == ev.PRODUCE else e for i, e in enumerate(schedule)
+    ]
 
 
 schedules = st.lists(event_strategy, min_size=30, max_size=60).map(with_unique_values)
@@ -36,8 +37,12 @@ schedules = st.lists(event_strategy, min_size=30, max_size=60).map(with_unique_v
 def test_kip279_random_schedules_never_violate_an_invariant(
     schedule: list[Event], min_isr: int, unclean: bool
 ) -> None:
-    config = SimConfig(replicas=REPLICAS, truncation=TruncationMode.KIP279,
-                       min_insync_replicas=min_isr, unclean_leader_election_enable=unclean)
+    config = SimConfig(
+        replicas=REPLICAS,
+        truncation=TruncationMode.KIP279,
+        min_insync_replicas=min_isr,
+        unclean_leader_election_enable=unclean,
+    )
     result = run_schedule(config, schedule, settle=True)
     assert result.violations == []
     assert not result.diverged
@@ -72,8 +77,9 @@ def test_shrink_keeps_a_violation() -> None:
 
 
 def test_cli_scenario_json_is_one_object() -> None:
-    result = CliRunner().invoke(app, ["scenario", "kip101-data-loss", "--truncation", "hw",
-                                      "--json"])
+    result = CliRunner().invoke(
+        app, ["scenario", "kip101-data-loss", "--truncation", "hw", "--json"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["scenario"] == "kip101-data-loss" and data["truncation"] == "hw"
@@ -83,17 +89,22 @@ def test_cli_scenario_json_is_one_object() -> None:
 
 
 def test_cli_explore_json_reports_reproducer_in_hw_mode() -> None:
-    result = CliRunner().invoke(app, ["explore", "--seed", "7", "--schedules", "100",
-                                      "--truncation", "hw", "--json"])
+    result = CliRunner().invoke(
+        app, ["explore", "--seed", "7", "--schedules", "100", "--truncation", "hw", "--json"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["schedules"] == 100 and data["violating_schedules"] > 0
     assert data["reproducer"]["schedule"] and data["violations"]
     replayed = [Event.from_json(e) for e in data["reproducer"]["schedule"]]
-    config = SimConfig(replicas=3, truncation=TruncationMode.HW,
-                       min_insync_replicas=data["reproducer"]["config"]["min_insync_replicas"],
-                       unclean_leader_election_enable=data["reproducer"]["config"][
-                           "unclean_leader_election_enable"])
+    config = SimConfig(
+        replicas=3,
+        truncation=TruncationMode.HW,
+        min_insync_replicas=data["reproducer"]["config"]["min_insync_replicas"],
+        unclean_leader_election_enable=data["reproducer"]["config"][
+            "unclean_leader_election_enable"
+        ],
+    )
     assert violates(config, replayed)
 
 
@@ -102,4 +113,3 @@ def test_cli_scenario_prints_step_tables() -> None:
     assert result.exit_code == 0, result.output
     assert "step 16: fetch A" in result.stdout
     assert "epoch cache" in result.stdout
-

@@ -10,8 +10,9 @@ def test_follower_hw_is_min_of_leo_and_leader_hw() -> None:
 
 def test_hw_mode_follower_truncates_to_hw_when_it_starts_following() -> None:
     state = FollowerState(TruncationMode.HW)
-    assert state.become_follower(leader_id=1, leader_epoch=4, log_end_offset=9,
-                                 high_watermark=6) == 6
+    assert (
+        state.become_follower(leader_id=1, leader_epoch=4, log_end_offset=9, high_watermark=6) == 6
+    )
     assert state.fetch_state is FetchState.FETCHING
 
 

@@ -55,10 +55,14 @@ def test_kip279_neither_loses_nor_diverges(name: str) -> None:
 def test_kip279_converges_to_the_unclean_leaders_log_in_two_epoch_rounds() -> None:
     result = replay("unclean-epoch-divergence", KIP279)
     notes = [note for step in result.steps for note in step["notes"]]
-    assert any("OffsetForLeaderEpoch(epoch 2) -> (epoch 1, end offset 1)" in n
-               and "ask again" in n for n in notes)
-    assert any("OffsetForLeaderEpoch(epoch 0) -> (epoch 0, end offset 0); truncate to 0" in n
-               for n in notes)
+    assert any(
+        "OffsetForLeaderEpoch(epoch 2) -> (epoch 1, end offset 1)" in n and "ask again" in n
+        for n in notes
+    )
+    assert any(
+        "OffsetForLeaderEpoch(epoch 0) -> (epoch 0, end offset 0); truncate to 0" in n
+        for n in notes
+    )
     logs = [[r[2] for r in replica["log"]] for replica in result.steps[-1]["replicas"]]
     assert logs == [["b0", "b1"], ["b0", "b1"]]
 

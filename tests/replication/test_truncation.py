@@ -29,8 +29,9 @@ def test_matching_epoch_truncates_to_min_of_both_ends() -> None:
     decision = follower_truncation(KIP279, cache((0, 0), (1, 4)), 9, 0, EpochEndOffset(1, 7))
     assert decision == TruncationDecision(7, True)
     # The follower's own end for that epoch can be the smaller one.
-    decision = follower_truncation(KIP279, cache((0, 0), (1, 4), (2, 6)), 9, 0,
-                                   EpochEndOffset(1, 8))
+    decision = follower_truncation(
+        KIP279, cache((0, 0), (1, 4), (2, 6)), 9, 0, EpochEndOffset(1, 8)
+    )
     assert decision == TruncationDecision(6, True)
 
 
@@ -46,8 +47,9 @@ def test_differing_epoch_truncates_and_asks_again() -> None:
 
 
 def test_kip101_mode_takes_the_leader_end_offset_in_one_round() -> None:
-    decision = follower_truncation(TruncationMode.KIP101, cache((0, 0), (2, 1)), 2, 0,
-                                   EpochEndOffset(1, 1))
+    decision = follower_truncation(
+        TruncationMode.KIP101, cache((0, 0), (2, 1)), 2, 0, EpochEndOffset(1, 1)
+    )
     assert decision == TruncationDecision(1, True)
 
 
