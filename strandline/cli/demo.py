@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -85,9 +86,29 @@ def run_demo(
         console.print("[green]every produced event is counted exactly once[/green]")
     finally:
         if spark is not None:
-            spark.stop()
+            _stop_spark(spark)
         with console.status("stopping the cluster"):
             cluster.stop()
+
+
+def _stop_spark(spark) -> None:  # type: ignore[no-untyped-def]
+    """Stop Spark and wait for its JVM to exit, so that the demo leaves no process
+    behind (the JVM otherwise exits only once it sees our stdin pipe close)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    spark.stop()
+    proc = getattr(gateway, "proc", None)
+    if gateway is None or proc is None:
+        return
+    gateway.shutdown()
+    if proc.stdin is not None:
+        proc.stdin.close()  # PythonGatewayServer exits on EOF
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _create_topics(bootstrap: str) -> None:
