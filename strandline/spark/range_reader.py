@@ -1,35 +1,45 @@
-"""Executor side: read one offset range with confluent-kafka into Arrow record batches.
+"""Executor side: read one offset range of one partition into Arrow record batches.
 
-The consumer is assigned the exact partition and start offset (no group, no commits),
-so replaying a range returns the same records. Columns are built straight from the
-message fields into Arrow arrays of exactly the schema's types.
+Record batches are fetched as bytes with our own Fetch requests (`fetch_client`) and
+decoded into Arrow columns without a Python object per record (`record_decoder`).
+Nothing is committed anywhere, so replaying a range returns the same records.
+
+The rules kept from Kafka's Spark source:
+* a range stops exactly at `end`; batches can start before `start` (records outside
+  the range are dropped);
+* the wait for the next record (`kafkaConsumer.pollTimeoutMs`) restarts whenever the
+  read moves on: a leader failover only pauses it (leadership errors and dropped
+  connections refresh the metadata and retry after a short backoff);
+* records gone from under the read (OFFSET_OUT_OF_RANGE, or a jump past a log start
+  offset that moved) are data loss; a gap not below the log start offset is
+  compaction, not loss.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from operator import itemgetter
-from typing import cast
+from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from confluent_kafka import Consumer, KafkaError, Message
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from strandline.spark.offset_reader import consumer_config, retry_transient
+from strandline.spark.fetch_client import (
+    FetchedRecords,
+    FetchError,
+    OffsetOutOfRangeError,
+    PartitionClient,
+    RetriableFetchError,
+)
 from strandline.spark.offsets import OffsetRange
-from strandline.spark.schema import ARROW_HEADERS_TYPE, KAFKA_ARROW_SCHEMA
+from strandline.spark.record_decoder import decode_records
 
 log = logging.getLogger(__name__)
 
-_first, _second = itemgetter(0), itemgetter(1)
-MAX_MESSAGES_PER_POLL = 20_000
-POLL_SLICE_S = 0.5
-# librdkafka reports the message timestamp type as 1 (CreateTime) or 2 (LogAppendTime);
-# Kafka and Spark number them 0 and 1.
-_LIBRDKAFKA_TS_TYPE_OFFSET = 1
+RETRY_BACKOFF_S = 0.2
+# How long offset look-ups (log start, high watermark) keep retrying while leadership
+# moves, as the driver's look-ups do.
+OFFSETS_DEADLINE_S = 30.0
 
 
 class DataLossError(RuntimeError):
@@ -51,52 +61,17 @@ def report_data_loss(detail: str, fail_on_data_loss: bool) -> None:
     log.warning("failOnDataLoss=false, skipping: %s", detail)
 
 
-def reader_consumer_config(kafka_config: dict[str, str]) -> dict[str, object]:
-    return {
-        **consumer_config(kafka_config),
-        # An out-of-range start must surface as an error, never as a silent jump.
-        "auto.offset.reset": "error",
-        "enable.partition.eof": False,
-        # Large fetches: one range is read sequentially to its end.
-        "fetch.max.bytes": 64 * 1024 * 1024,
-        "max.partition.fetch.bytes": 16 * 1024 * 1024,
-        "queued.max.messages.kbytes": 256 * 1024,
-        # The user's `kafka.*` settings win over the tuning above.
-        **kafka_config,
-    }
+class PartitionFetcher(Protocol):
+    """What the reader needs from a client (`fetch_client.PartitionClient`)."""
+
+    def fetch(self, offset: int) -> FetchedRecords: ...
+
+    def list_offsets(self) -> tuple[int, int]: ...
+
+    def close(self) -> None: ...
 
 
-def _offset(message: Message) -> int:
-    # A message without an error always has an offset.
-    return cast(int, message.offset())
-
-
-def messages_to_batch(messages: list[Message], topic: str, partition: int) -> pa.RecordBatch:
-    n = len(messages)
-    timestamps = [m.timestamp() for m in messages]
-    ts_ms = pa.array(list(map(_second, timestamps)), pa.int64())
-    ts_types = set(map(_first, timestamps))
-    if len(ts_types) == 1:
-        only = ts_types.pop() - _LIBRDKAFKA_TS_TYPE_OFFSET
-        ts_type = pa.repeat(pa.scalar(only, pa.int32()), n)
-    else:
-        ts_type = pa.array([t[0] - _LIBRDKAFKA_TS_TYPE_OFFSET for t in timestamps], pa.int32())
-    headers = [m.headers() for m in messages]
-    if any(headers):
-        header_col = pa.array(headers, ARROW_HEADERS_TYPE)
-    else:
-        header_col = pa.nulls(n, ARROW_HEADERS_TYPE)
-    columns = [
-        pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array([m.offset() for m in messages], pa.int64()),
-        pc.multiply(ts_ms, 1000).cast(pa.timestamp("us", tz="UTC")),
-        ts_type,
-        header_col,
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=KAFKA_ARROW_SCHEMA)
+FetcherFactory = Callable[[Mapping[str, str], str, int], PartitionFetcher]
 
 
 class RangeReader:
@@ -108,10 +83,10 @@ class RangeReader:
         offset_range: OffsetRange,
         fail_on_data_loss: bool,
         poll_timeout_ms: int,
-        consumer_factory: Callable[[dict[str, object]], Consumer] = Consumer,
+        fetcher_factory: FetcherFactory = PartitionClient,
     ) -> None:
-        self._config = reader_consumer_config(kafka_config)
-        self._consumer_factory = consumer_factory
+        self._config = kafka_config
+        self._fetcher_factory = fetcher_factory
         self._range = offset_range
         self._fail_on_data_loss = fail_on_data_loss
         self._poll_timeout_s = poll_timeout_ms / 1000.0
@@ -120,65 +95,63 @@ class RangeReader:
         r = self._range
         if r.start >= r.end:
             return
-        consumer = self._consumer_factory(self._config)
+        fetcher = self._fetcher_factory(self._config, r.topic, r.partition)
         try:
-            yield from self._read(consumer, r)
+            yield from self._read(fetcher, r)
         finally:
-            consumer.close()
+            fetcher.close()
 
-    def _assign(self, consumer: Consumer, offset: int) -> None:
-        r = self._range
-        consumer.assign([KafkaTopicPartition(r.topic, r.partition, offset)])
-
-    def _read(self, consumer: Consumer, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    def _read(self, fetcher: PartitionFetcher, r: OffsetRange) -> Iterator[pa.RecordBatch]:
         next_offset = r.start
-        self._assign(consumer, next_offset)
-        # The deadline restarts whenever data arrives: a leader failover only pauses us.
         deadline = time.monotonic() + self._poll_timeout_s
         while next_offset < r.end:
-            wanted = min(MAX_MESSAGES_PER_POLL, r.end - next_offset)
-            messages = consumer.consume(num_messages=wanted, timeout=POLL_SLICE_S)
-            good: list[Message] = []
-            for m in messages:
-                err = m.error()
-                if err is None:
-                    good.append(m)
-                elif err.code() == KafkaError._AUTO_OFFSET_RESET:
-                    next_offset = self._skip_lost(consumer, next_offset)
-                    good = []
-                    break
-                elif not err.retriable() and err.fatal():
-                    raise RuntimeError(f"reading {r.topic}-{r.partition}: {err}")
-                else:
-                    log.info("retrying %s-%s after %s", r.topic, r.partition, err)
-            if good:
-                first = _offset(good[0])
+            try:
+                fetched = fetcher.fetch(next_offset)
+            except OffsetOutOfRangeError:
+                next_offset = self._skip_lost(fetcher, next_offset)
+                continue
+            except RetriableFetchError as exc:
+                if time.monotonic() > deadline:
+                    self._give_up(fetcher, next_offset)
+                    return
+                log.info("retrying %s-%s after %s", r.topic, r.partition, exc)
+                time.sleep(RETRY_BACKOFF_S)
+                continue
+            decoded = decode_records(fetched.records, r.topic, r.partition, next_offset, r.end)
+            if decoded.next_offset is None and fetched.records:
+                # KIP-74 brokers always return the first batch whole, however large.
+                raise FetchError(
+                    f"{r.topic}-{r.partition}: no complete record batch at offset "
+                    f"{next_offset} in {len(fetched.records)} bytes"
+                )
+            if decoded.batches:
+                first = decoded.batches[0].column("offset")[0].as_py()
                 if first > next_offset:
-                    self._check_gap(consumer, next_offset, first)
-                if _offset(good[-1]) >= r.end:
-                    good = [m for m in good if _offset(m) < r.end]
-                if good:
-                    next_offset = _offset(good[-1]) + 1
-                    deadline = time.monotonic() + self._poll_timeout_s
-                    yield messages_to_batch(good, r.topic, r.partition)
-                    continue
-            if time.monotonic() > deadline:
-                self._give_up(consumer, next_offset)
+                    self._check_gap(fetcher, fetched.log_start_offset, next_offset, first)
+                yield from decoded.batches
+            if decoded.next_offset is not None and decoded.next_offset > next_offset:
+                # Control batches and compacted-away records move us on too.
+                next_offset = decoded.next_offset
+                deadline = time.monotonic() + self._poll_timeout_s
+            elif time.monotonic() > deadline:
+                self._give_up(fetcher, next_offset)
                 return
 
-    def _log_start(self, consumer: Consumer) -> tuple[int, int]:
-        r = self._range
-        low, high = retry_transient(
-            lambda: consumer.get_watermark_offsets(
-                KafkaTopicPartition(r.topic, r.partition), timeout=10.0, cached=False
-            )
-        )
-        return int(low), int(high)
+    def _offsets(self, fetcher: PartitionFetcher) -> tuple[int, int]:
+        """(log start offset, high watermark), retried while leadership moves."""
+        give_up = time.monotonic() + OFFSETS_DEADLINE_S
+        while True:
+            try:
+                return fetcher.list_offsets()
+            except RetriableFetchError:
+                if time.monotonic() >= give_up:
+                    raise
+                time.sleep(RETRY_BACKOFF_S)
 
-    def _skip_lost(self, consumer: Consumer, next_offset: int) -> int:
+    def _skip_lost(self, fetcher: PartitionFetcher, next_offset: int) -> int:
         """Our offset fell out of range: the records below the log start were removed."""
         r = self._range
-        low, high = self._log_start(consumer)
+        low, high = self._offsets(fetcher)
         if next_offset < low:
             resume = min(low, r.end)
             report_data_loss(
@@ -194,24 +167,25 @@ class RangeReader:
                 f"in the log (high watermark is now {high})",
                 self._fail_on_data_loss,
             )
-        if resume < r.end:
-            self._assign(consumer, resume)
         return resume
 
-    def _check_gap(self, consumer: Consumer, expected: int, got: int) -> None:
+    def _check_gap(
+        self, fetcher: PartitionFetcher, log_start: int, expected: int, got: int
+    ) -> None:
         """A jump forward is loss only if the log start passed it (not compaction gaps)."""
-        low, _ = self._log_start(consumer)
-        if low > expected:
+        if log_start < 0:  # a Fetch version without the log start offset
+            log_start, _ = self._offsets(fetcher)
+        if log_start > expected:
             r = self._range
             report_data_loss(
-                f"{r.topic}-{r.partition}: offsets [{expected}, {min(low, got)}) were removed "
-                f"(log start offset is now {low})",
+                f"{r.topic}-{r.partition}: offsets [{expected}, {min(log_start, got)}) were "
+                f"removed (log start offset is now {log_start})",
                 self._fail_on_data_loss,
             )
 
-    def _give_up(self, consumer: Consumer, next_offset: int) -> None:
+    def _give_up(self, fetcher: PartitionFetcher, next_offset: int) -> None:
         r = self._range
-        low, high = self._log_start(consumer)
+        low, high = self._offsets(fetcher)
         if high <= next_offset or low >= r.end:
             report_data_loss(
                 f"{r.topic}-{r.partition}: offsets [{next_offset}, {r.end}) are no longer in "
