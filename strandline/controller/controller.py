@@ -57,6 +57,12 @@ class ControllerEvent:
     payload: Any = field(default=None, compare=False)
 
 
+def _refuse(event: ControllerEvent) -> None:
+    """Answer an event that will never run: this broker is no longer the controller."""
+    if event.reply is not None and not event.reply.done():
+        event.reply.set_exception(NotControllerError("this broker is not the controller"))
+
+
 @dataclass(frozen=True)
 class RebalanceSettings:
     """`auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds`,
@@ -124,6 +130,10 @@ class Controller:
         if self.is_active:
             await asyncio.to_thread(self.zk.resign_controller, self.broker_id)
         self.ctx = None
+        # Brokers waiting on an answer (ControlledShutdown while the whole cluster stops)
+        # must hear NOT_CONTROLLER now rather than wait out their request timeout.
+        while not self._events.empty():
+            _refuse(self._events.get_nowait())
 
     def put(self, event: ControllerEvent) -> None:
         """Thread-safe: ZooKeeper watches fire on kazoo's thread."""
@@ -137,6 +147,7 @@ class Controller:
             try:
                 await self._process(event)
             except asyncio.CancelledError:
+                _refuse(event)
                 raise
             except Exception:
                 log.exception("controller event %s failed", event)
@@ -146,8 +157,7 @@ class Controller:
             await self._maybe_elect()
             return
         if self.ctx is None:
-            if event.reply is not None and not event.reply.done():
-                event.reply.set_exception(NotControllerError("this broker is not the controller"))
+            _refuse(event)
             return  # not the controller: only election events matter
         handler = {
             "BrokerChange": self._on_broker_change,
