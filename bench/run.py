@@ -42,7 +42,7 @@ class Plan:
     latency_rate: int = 1000
 
 
-FULL = Plan(records_1k=150_000, records_100b=500_000, max_seconds=20.0, latency_seconds=10.0)
+FULL = Plan(records_1k=300_000, records_100b=1_000_000, max_seconds=20.0, latency_seconds=10.0)
 QUICK = Plan(records_1k=20_000, records_100b=50_000, max_seconds=5.0, latency_seconds=2.0)
 
 # Higher is better for every metric except the latency ones.
