@@ -16,6 +16,7 @@ subscription and revokes in a follow-up rebalance, both decided by the clients.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 from typing import TypeAlias
@@ -58,6 +59,10 @@ from strandline.group.records import (
 from strandline.types import TopicPartition
 
 Effect = Respond | AppendToOffsetsTopic
+
+# Kafka's GroupCoordinator logs each rebalance step at INFO; a slow takeover is explained
+# by these lines and nothing else (they cost nothing between rebalances).
+log = logging.getLogger(__name__)
 E = ErrorCode
 AppendCallback: TypeAlias = Callable[[ErrorCode, int], list[Effect]]
 
@@ -389,6 +394,12 @@ class GroupCoordinator:
             self._try_complete_join(group, now_ms, out)
 
     def _prepare_rebalance(self, group: GroupMetadata, now_ms: int, out: list[Effect]) -> None:
+        log.info(
+            "preparing to rebalance group %s in state %s with old generation %d",
+            group.group_id,
+            group.state.value,
+            group.generation_id,
+        )
         if group.state is GroupState.COMPLETING_REBALANCE:
             # Members waiting in SyncGroup learn the generation they joined is over.
             for member in group.members.values():
@@ -433,6 +444,12 @@ class GroupCoordinator:
         group.initial_delay_remaining_ms = None
         group.new_member_added = False
         group.init_next_generation(now_ms)
+        log.info(
+            "stabilized group %s generation %d with %d members",
+            group.group_id,
+            group.generation_id,
+            len(group.members),
+        )
         if group.state is GroupState.EMPTY:
             self._store_group(group, out)
             return
@@ -556,6 +573,11 @@ class GroupCoordinator:
                     follow_up.append(Respond(m.sync_token, response))
                     m.sync_token = None
             group.transition_to(GroupState.STABLE, now_ms)
+            log.info(
+                "assignment of group %s generation %d handed to its members",
+                group.group_id,
+                generation,
+            )
             return follow_up
 
         self._append(group, (self._group_record(group, assignments),), propagate, out)
@@ -632,6 +654,7 @@ class GroupCoordinator:
             return E.none
         if leaving.member_id not in group.members:
             return E.unknown_member_id
+        log.info("member %s left group %s", leaving.member_id, group.group_id)
         self._remove_member_and_update_group(group, leaving.member_id, now_ms, out)
         return E.none
 
@@ -858,6 +881,12 @@ class GroupCoordinator:
                     self._try_complete_join(group, now_ms, out)
             for member in list(group.members.values()):
                 if not self._kept_alive(member) and member.heartbeat_deadline_ms <= now_ms:
+                    log.info(
+                        "member %s of group %s missed its session timeout (%d ms); removing it",
+                        member.member_id,
+                        group.group_id,
+                        member.session_timeout_ms,
+                    )
                     self._remove_member_and_update_group(group, member.member_id, now_ms, out)
         if self._next_cleanup_ms is None:
             self._next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sys
 import time
@@ -100,6 +101,17 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, out: TextIO, delay:
         heartbeat_interval_ms=HEARTBEAT_MS,
         max_poll_records=20,
     )
+    # kafka-python 3.0.12 can strand a group leader: when the leader rejoins because the
+    # topic's metadata arrived after its first (empty) assignment, and its JoinGroup +
+    # SyncGroup outlast one poll(), its own new assignment clears the only reason it had
+    # to rejoin, so later polls never collect the finished join. Heartbeats stay off, the
+    # member is evicted and never returns. Knowing the topic before subscribing takes
+    # away that reason (the broker answered every request; seen in its logs).
+    deadline = time.monotonic() + 30
+    while not consumer.partitions_for_topic(topic):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no metadata for {topic}")
+        time.sleep(0.05)
     consumer.subscribe([topic], listener=Listener())
     while not stopping:
         polled = consumer.poll(timeout_ms=200)
@@ -168,6 +180,9 @@ def main() -> None:
     client, bootstrap, group, topic, out_path = sys.argv[1:6]
     delay = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
     signal.signal(signal.SIGTERM, _stop)
+    # The member's stderr is kept next to its event file: the client's own account of
+    # each rebalance is what explains a slow takeover.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with open(out_path, "a", buffering=1) as out:
         if client == "confluent":
             run_confluent(bootstrap, group, topic, out, delay)

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,12 +174,15 @@ def run_group_scenario(cluster: LocalCluster, client: str, work_dir: Path) -> Sc
         read_before_kill = [len(m.consumed()) for m in survivors]
         victim.kill()
         killed_at = time.monotonic()
+        killed_wall = datetime.now().isoformat(sep=" ", timespec="milliseconds")
         victim_committed = victim.committed()
         produce(bootstrap, topic, 20)  # new data on every partition, the victim's too
         ends = {p: 60 for p in range(PARTITIONS)}
         wait_until(lambda: owns_each_partition_once(survivors), 30, "the survivors to take over")
         takeover_s = time.monotonic() - killed_at
-        assert takeover_s < SESSION_TIMEOUT_S + 4, f"takeover took {takeover_s:.1f}s"
+        assert takeover_s < SESSION_TIMEOUT_S + 4, (
+            f"takeover took {takeover_s:.1f}s after {victim.out.stem} was killed at {killed_wall}"
+        )
         wait_until(lambda: all_consumed(members, ends, {}), 60, "every record consumed")
         wait_until(
             lambda: merged_commits(survivors) == ends, 30, "the survivors to commit everything"
@@ -210,9 +214,25 @@ def run_group_scenario(cluster: LocalCluster, client: str, work_dir: Path) -> Sc
             "a stable restarted group",
         )
         return ScenarioFigures(takeover_s)
+    except AssertionError as failure:
+        raise AssertionError(f"{failure}\n\n{rebalance_story(cluster, members)}") from failure
     finally:
         for m in members:
             m.stop()
+
+
+def rebalance_story(cluster: LocalCluster, members: list[Member]) -> str:
+    """The coordinator's and each member's account of the rebalances, for a failure."""
+    parts = []
+    for broker_id in sorted(cluster.brokers):
+        lines = cluster.broker_out(broker_id).read_text(errors="replace").splitlines()
+        group_lines = [line for line in lines if "group" in line]
+        parts.append(f"broker {broker_id}:\n" + "\n".join(group_lines[-40:]))
+    for m in members:
+        lines = m.out.with_suffix(".err").read_text(errors="replace").splitlines()
+        told = [line for line in lines if "coordinator" in line or "Error" in line]
+        parts.append(f"member {m.out.stem}:\n" + "\n".join(told[-25:]))
+    return "\n\n".join(parts)
 
 
 def merged_commits(members: list[Member]) -> dict[int, int]:
