@@ -7,6 +7,7 @@ through `RemoteSender`, one ordered queue per broker as in Kafka.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Protocol
 
@@ -43,6 +44,11 @@ class ControllerChannel:
 
     async def _send(self, broker_id: int, request: ControllerRequest) -> None:
         if broker_id == self.local_broker_id:
+            # The remote sends queued just before wait for their sender tasks, and this
+            # loop is about to be busy applying locally (hundreds of leaders, each an
+            # fsynced checkpoint): yield once so those requests are on the wire first
+            # and the other brokers do their part at the same time as we do ours.
+            await asyncio.sleep(0)
             await self.local.apply_controller_request(request)
         elif self.remote is not None:
             await self.remote.send(broker_id, request)

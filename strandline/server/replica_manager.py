@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -35,6 +36,9 @@ from strandline.storage.log_manager import LogManager
 from strandline.types import CONSUMER_REPLICA_ID, TopicPartition
 
 log = logging.getLogger(__name__)
+
+# Leader-epoch checkpoints written at once when one LeaderAndIsr makes many leaders.
+CHECKPOINT_WRITER_THREADS = 16
 
 # (tp, leader, leader_epoch, new isr, controller_epoch, expected zkVersion) -> new zkVersion
 IsrWriter = Callable[[TopicPartition, int, int, tuple[int, ...], int, int], Awaitable[int]]
@@ -112,6 +116,7 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("Fetch")
         self.produce_purgatory = Purgatory("Produce")
         self.controller_epoch = -1
+        self._checkpoint_writers: ThreadPoolExecutor | None = None
         # Set by the broker: start/stop replica fetchers for follower partitions.
         self.on_become_follower: Callable[[dict[TopicPartition, BrokerInfo]], None] = lambda _p: (
             None
@@ -142,6 +147,7 @@ class ReplicaManager:
         leaders = {b.broker_id: b for b in live_leaders}
         new_followers: dict[TopicPartition, BrokerInfo] = {}
         stopped: set[TopicPartition] = set()
+        accepted: list[tuple[PartitionState, HostedPartition]] = []
         for state in states:
             hosted = self.partitions.get(state.tp)
             if hosted is not None and state.leader_epoch <= hosted.leader_epoch:
@@ -169,6 +175,9 @@ class ReplicaManager:
             hosted.isr = state.isr
             hosted.zk_version = state.zk_version
             hosted.min_insync_replicas = config.min_insync_replicas
+            accepted.append((state, hosted))
+        self._start_leader_epochs([h for s, h in accepted if s.leader == self.broker_id])
+        for state, hosted in accepted:
             if state.leader == self.broker_id:
                 self._make_leader(hosted, state.isr, now_ms)
                 stopped.add(state.tp)
@@ -201,13 +210,33 @@ class ReplicaManager:
             self.on_become_follower(new_followers)
         return results
 
+    def _start_leader_epochs(self, new_leaders: list[HostedPartition]) -> None:
+        """A new leader starts its epoch at its log end (KIP-101), durably before it
+        leads. Each checkpoint write waits on its own fsyncs, so those of one
+        LeaderAndIsr run side by side: a controller failover that moves hundreds of
+        leaders to this broker would otherwise wait for them one after another."""
+
+        def start(hosted: HostedPartition) -> None:
+            hosted.log.assign_leader_epoch(hosted.leader_epoch, hosted.log.log_end_offset)
+
+        if len(new_leaders) <= 1:
+            for hosted in new_leaders:
+                start(hosted)
+            return
+        if self._checkpoint_writers is None:
+            self._checkpoint_writers = ThreadPoolExecutor(
+                CHECKPOINT_WRITER_THREADS, thread_name_prefix="epoch-checkpoint"
+            )
+        # The event loop waits here as it did for one write: no request sees a leader
+        # whose epoch is not on disk yet.
+        for _ in self._checkpoint_writers.map(start, new_leaders):
+            pass
+
     def _make_leader(self, hosted: HostedPartition, isr: tuple[int, ...], now_ms: int) -> None:
         plog = hosted.log
         hw = hosted.high_watermark
         hosted.follower_state = None
         leader_state = Partition(self.broker_id, self.replica_lag_time_max_ms)
-        # A new leader starts its epoch at its log end (KIP-101).
-        plog.assign_leader_epoch(hosted.leader_epoch, plog.log_end_offset)
         leader_state.become_leader(
             hosted.leader_epoch,
             frozenset(isr),  # the controller's ISR, not the one of our previous term

@@ -1,0 +1,64 @@
+"""ReplicaManager applying LeaderAndIsr partition states to real logs on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+
+from strandline.controller.requests import PartitionState
+from strandline.server.replica_manager import ReplicaManager
+from strandline.server.state_change_log import StateChangeLog
+from strandline.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
+from strandline.storage.config import LogConfig
+from strandline.storage.leader_epoch_cache import EpochEntry, parse_checkpoint
+from strandline.storage.log_manager import LogManager
+from strandline.types import TopicPartition
+from tests.storage.batches import build_batch
+
+NOW = 1_700_000_000_000
+TPS = [TopicPartition("t", p) for p in range(40)]
+
+
+def replica_manager(tmp_path: Path) -> ReplicaManager:
+    logs = LogManager([tmp_path / "logs"], LogConfig(), 1)
+    return ReplicaManager(1, logs, lambda _t: LogConfig(), StateChangeLog(None, 1), 10_000)
+
+
+def state(tp: TopicPartition, leader: int, leader_epoch: int) -> PartitionState:
+    return PartitionState(tp, 1, leader, leader_epoch, (1, 2), 0, (1, 2))
+
+
+def epochs_on_disk(tmp_path: Path, tp: TopicPartition) -> list[EpochEntry]:
+    path = tmp_path / "logs" / f"{tp.topic}-{tp.partition}" / LEADER_EPOCH_CHECKPOINT
+    return parse_checkpoint(path.read_text())
+
+
+def test_many_new_leaders_have_their_epoch_on_disk_before_they_lead(tmp_path: Path) -> None:
+    rm = replica_manager(tmp_path)
+    rm.become_leader_or_follower(1, [state(tp, 1, 3) for tp in TPS], (), NOW)
+    for tp in TPS[:5]:  # some partitions hold records of epoch 3, the others none
+        rm.append_as_leader(tp, build_batch([b"a", b"b"]), acks=1, now_ms=NOW)
+    rm.become_leader_or_follower(1, [state(tp, 2, 4) for tp in TPS], (), NOW)
+
+    results = rm.become_leader_or_follower(1, [state(tp, 1, 5) for tp in TPS], (), NOW)
+
+    assert set(results.values()) == {ErrorCode.none}
+    for tp in TPS:
+        hosted = rm.partitions[tp]
+        expected = [EpochEntry(3, 0), EpochEntry(5, 2)] if tp in TPS[:5] else [EpochEntry(5, 0)]
+        assert hosted.is_leader(1)
+        assert hosted.log.leader_epoch_cache.entries == expected
+        assert epochs_on_disk(tmp_path, tp) == expected
+
+
+def test_a_state_with_an_old_leader_epoch_changes_nothing(tmp_path: Path) -> None:
+    rm = replica_manager(tmp_path)
+    rm.become_leader_or_follower(1, [state(tp, 1, 5) for tp in TPS[:3]], (), NOW)
+
+    results = rm.become_leader_or_follower(1, [state(tp, 2, 5) for tp in TPS[:3]], (), NOW)
+
+    assert set(results.values()) == {ErrorCode.stale_controller_epoch}
+    for tp in TPS[:3]:
+        assert rm.partitions[tp].is_leader(1)
+        assert epochs_on_disk(tmp_path, tp) == [EpochEntry(5, 0)]
