@@ -129,13 +129,19 @@ class TopicConfigs:
             for k, v in sorted(self.config.props.items())
         ]
 
+    async def alter(self, topic: str, configs: dict[str, str], validate_only: bool) -> None:
+        """AlterConfigs, the older API: `configs` replace every override of the topic
+        (one left out returns to the broker default)."""
+        await self._require_topic(topic)
+        for name in configs:
+            _check_key(name)
+        await self._store(topic, dict(configs), validate_only)
+
     async def incremental_alter(self, topic: str, ops: list[AlterOp], validate_only: bool) -> None:
-        if await asyncio.to_thread(self.zk.get_topic_assignment, topic) is None:
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        await self._require_topic(topic)
         current = dict(await asyncio.to_thread(self.zk.get_topic_config, topic) or {})
         for op in ops:
-            if op.name not in KEYS_BY_NAME:
-                raise InvalidConfigError(f"unknown topic config {op.name!r}")
+            _check_key(op.name)
             if op.operation == OP_SET:
                 if op.value is None:
                     raise InvalidConfigError(f"SET {op.name} needs a value")
@@ -153,8 +159,20 @@ class TopicConfigs:
                 current[op.name] = ",".join(items)
             else:
                 raise InvalidRequestError(f"unknown config operation {op.operation}")
-        LogConfig.from_props(current)  # raises InvalidConfigError naming the bad key
+        await self._store(topic, current, validate_only)
+
+    async def _require_topic(self, topic: str) -> None:
+        if await asyncio.to_thread(self.zk.get_topic_assignment, topic) is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+
+    async def _store(self, topic: str, overrides: dict[str, str], validate_only: bool) -> None:
+        LogConfig.from_props(overrides)  # raises InvalidConfigError naming the bad key
         if validate_only:
             return
-        await asyncio.to_thread(self.zk.set_topic_config, topic, current)
+        await asyncio.to_thread(self.zk.set_topic_config, topic, overrides)
         self.reload(topic)
+
+
+def _check_key(name: str) -> None:
+    if name not in KEYS_BY_NAME:
+        raise InvalidConfigError(f"unknown topic config {name!r}")

@@ -1,5 +1,6 @@
 """Must-show 2: ListOffsets by timestamp, DeleteRecords, DescribeConfigs with sources,
-IncrementalAlterConfigs retention, CreatePartitions — driven by confluent-kafka's clients."""
+IncrementalAlterConfigs retention, CreatePartitions; also AlterConfigs and
+DescribeCluster — driven by confluent-kafka's clients."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+import pytest
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -198,6 +207,74 @@ def test_incremental_alter_configs_retention_takes_effect(
         assert int(after[0].stem) == low
     finally:
         consumer.close()
+
+
+def test_alter_configs_replaces_every_override(cluster_factory: ClusterFactory) -> None:
+    """AlterConfigs (API 33, confluent-kafka's `alter_configs`): the configs sent replace
+    the topic's overrides; one left out returns to its default."""
+    bootstrap = new_cluster(cluster_factory).bootstrap
+    topic = _topic()
+    admin = _create(bootstrap, topic, config={"retention.ms": "123456789"})
+
+    def described() -> dict[str, ConfigEntry]:
+        (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+        return future.result(timeout=15)
+
+    resource = ConfigResource(ResourceType.TOPIC, topic, set_config={"segment.bytes": "65536"})
+    for future in admin.alter_configs([resource]).values():
+        future.result(timeout=15)
+    entries = described()
+    assert (entries["segment.bytes"].value, entries["segment.bytes"].source) == (
+        "65536",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+    )
+    assert entries["retention.ms"].value == "604800000"  # back to log.retention.hours=168
+    assert entries["retention.ms"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+    unknown = ConfigResource(ResourceType.TOPIC, topic, set_config={"no.such.config": "1"})
+    (failed,) = admin.alter_configs([unknown]).values()
+    with pytest.raises(KafkaException) as raised:
+        failed.result(timeout=15)
+    assert raised.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert described()["segment.bytes"].value == "65536", "a refused change alters nothing"
+
+
+def test_describe_cluster_names_the_cluster_controller_and_brokers(
+    cluster_factory: ClusterFactory,
+) -> None:
+    cluster = new_cluster(cluster_factory)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    (metadata_cluster_id, metadata_controller) = _metadata_view(admin)
+
+    description = admin.describe_cluster(request_timeout=15).result(timeout=20)
+
+    assert description.cluster_id == metadata_cluster_id
+    assert description.controller is not None
+    assert description.controller.id == metadata_controller
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+    assert [(n.id, n.host, n.port) for n in description.nodes] == [
+        (metadata_controller, host, int(port))
+    ]
+
+    # kafka-python asks DescribeCluster too once ApiVersions lists it (else Metadata).
+    from kafka import KafkaAdminClient
+
+    other = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10_000)
+    try:
+        assert other.api_versions().get(60) is not None, "DescribeCluster is advertised"
+        described = other.describe_cluster()
+    finally:
+        other.close()
+    assert described["cluster_id"] == metadata_cluster_id
+    assert described["controller_id"] == metadata_controller
+    assert [(b["broker_id"], b["host"], b["port"]) for b in described["brokers"]] == [
+        (metadata_controller, host, int(port))
+    ]
+
+
+def _metadata_view(admin: AdminClient) -> tuple[str, int]:
+    md = admin.list_topics(timeout=15)
+    return md.cluster_id, md.controller_id
 
 
 def test_create_partitions_then_clients_use_them(cluster_factory: ClusterFactory) -> None:

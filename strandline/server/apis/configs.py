@@ -1,7 +1,9 @@
-"""DescribeConfigs (32) and IncrementalAlterConfigs (44) for topics and brokers."""
+"""DescribeConfigs (32) for topics and brokers; AlterConfigs (33) and
+IncrementalAlterConfigs (44) for topics."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -20,6 +22,7 @@ from strandline.server.topic_configs import (
 )
 
 DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
 INCREMENTAL_ALTER_CONFIGS = 44
 
 
@@ -84,10 +87,37 @@ async def describe_configs(ctx: BrokerContext, header: RequestHeader, request: A
     )
 
 
+@api(ALTER_CONFIGS, 0, 2)
+async def alter_configs(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    async def alter(res: Any) -> None:
+        # A null value has no meaning in a full replacement: it is left out, as unset.
+        configs = {c.name: c.value for c in res.configs if c.value is not None}
+        await ctx.topic_configs.alter(res.resource_name, configs, request.validate_only)
+
+    return await _alter_topics(ALTER_CONFIGS, "AlterConfigsResponse", header, request, alter)
+
+
 @api(INCREMENTAL_ALTER_CONFIGS, 0, 1)
 async def incremental_alter_configs(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    async def alter(res: Any) -> None:
+        ops = [AlterOp(c.name, c.config_operation, c.value) for c in res.configs]
+        await ctx.topic_configs.incremental_alter(res.resource_name, ops, request.validate_only)
+
+    return await _alter_topics(
+        INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigsResponse", header, request, alter
+    )
+
+
+async def _alter_topics(
+    api_key: int,
+    response_name: str,
+    header: RequestHeader,
+    request: Any,
+    alter: Callable[[Any], Awaitable[None]],
+) -> Any:
+    """Both alter APIs: each resource on its own, its error in its own result."""
     v = header.api_version
-    result_cls = response_class(INCREMENTAL_ALTER_CONFIGS, v, "AlterConfigsResourceResponse")
+    result_cls = response_class(api_key, v, "AlterConfigsResourceResponse")
     results = []
     for res in request.resources:
         error, message = ErrorCode.none, None
@@ -97,8 +127,7 @@ async def incremental_alter_configs(ctx: BrokerContext, header: RequestHeader, r
                     "only topic configs can be altered dynamically",
                     code=ErrorCode.invalid_request,
                 )
-            ops = [AlterOp(c.name, c.config_operation, c.value) for c in res.configs]
-            await ctx.topic_configs.incremental_alter(res.resource_name, ops, request.validate_only)
+            await alter(res)
         except KafkaError as e:
             error, message = e.code, str(e)
         results.append(
@@ -111,7 +140,7 @@ async def incremental_alter_configs(ctx: BrokerContext, header: RequestHeader, r
             )
         )
     return build(
-        response_class(INCREMENTAL_ALTER_CONFIGS, v, "IncrementalAlterConfigsResponse"),
+        response_class(api_key, v, response_name),
         throttle_time=NO_THROTTLE,
         responses=tuple(results),
     )

@@ -1,0 +1,60 @@
+"""DescribeCluster (60): the cluster id, the controller and the live brokers.
+
+Admin clients (librdkafka's `describe_cluster`, Kafka's AdminClient) ask this instead of
+Metadata. In the ZooKeeper design every broker endpoint is a broker, none is fenced,
+and the controller is one of them; authorized operations are not computed (no ACLs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from strandline.protocol.codec import RequestHeader
+from strandline.protocol.messages import build, response_class
+from strandline.server.apis.api_versions import NO_THROTTLE
+from strandline.server.apis.registry import api
+from strandline.server.context import BrokerContext
+
+API_KEY = 60
+ENDPOINT_TYPE_BROKER = 1
+# Kafka's "authorized operations were not asked for / are unknown" marker.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+@api(API_KEY, 0, 2)
+async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    cache = ctx.metadata_cache
+    error, message = ErrorCode.none, None
+    endpoint_type = getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKER)
+    brokers: tuple[Any, ...] = ()
+    if endpoint_type != ENDPOINT_TYPE_BROKER:
+        # KRaft controllers (endpoint type 2) do not exist in the ZooKeeper design.
+        error = ErrorCode.unsupported_endpoint_type
+        message = f"endpoint type {endpoint_type} is not served; brokers are type 1"
+    else:
+        broker_cls = response_class(API_KEY, v, "DescribeClusterBroker")
+        brokers = tuple(
+            build(
+                broker_cls,
+                broker_id=b.broker_id,
+                host=b.host,
+                port=b.port,
+                rack=b.rack,
+                is_fenced=False,
+            )
+            for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+        )
+    return build(
+        response_class(API_KEY, v, "DescribeClusterResponse"),
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        error_message=message,
+        endpoint_type=endpoint_type,
+        cluster_id=cache.cluster_id,
+        controller_id=cache.controller_id,
+        brokers=brokers,
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
