@@ -191,12 +191,21 @@ class ReplicaFetcher:
                 ):
                     return
 
-    async def _fetch(self, conn: KafkaConnection) -> None:
-        hosted = {
+    def _ready(self, now: float) -> dict[TopicPartition, HostedPartition]:
+        """Fetching partitions whose error back-off (if any) has passed."""
+        for tp, until in list(self._delayed_until.items()):
+            if until <= now:
+                del self._delayed_until[tp]
+        return {
             tp: h
             for tp, h in self._hosted().items()
-            if h.follower_state is not None and h.follower_state.fetch_state is FetchState.FETCHING
+            if h.follower_state is not None
+            and h.follower_state.fetch_state is FetchState.FETCHING
+            and tp not in self._delayed_until
         }
+
+    async def _fetch(self, conn: KafkaConnection) -> None:
+        hosted = self._ready(time.monotonic())
         if not hosted:
             await asyncio.sleep(BACKOFF_S)
             return

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from strandline.controller.requests import PartitionState
+from strandline.controller.requests import BrokerInfo, PartitionState
+from strandline.replication.follower import FetchState
+from strandline.server.replica_fetcher import BACKOFF_S, ReplicaFetcher, ReplicaFetcherManager
 from strandline.server.replica_manager import ReplicaManager
 from strandline.server.state_change_log import StateChangeLog
 from strandline.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
@@ -62,3 +66,27 @@ def test_a_state_with_an_old_leader_epoch_changes_nothing(tmp_path: Path) -> Non
     for tp in TPS[:3]:
         assert rm.partitions[tp].is_leader(1)
         assert epochs_on_disk(tmp_path, tp) == [EpochEntry(5, 0)]
+
+
+def test_a_partition_error_holds_only_that_partition_back_for_the_back_off(
+    tmp_path: Path,
+) -> None:
+    rm = replica_manager(tmp_path)
+    rm.become_leader_or_follower(1, [state(tp, 2, 5) for tp in TPS[:2]], (), NOW)
+    for tp in TPS[:2]:
+        follower = rm.partitions[tp].follower_state
+        assert follower is not None
+        follower.fetch_state = FetchState.FETCHING  # as after its epoch round trip
+
+    async def ready_sets() -> tuple[set[TopicPartition], set[TopicPartition]]:
+        fetcher = ReplicaFetcher(ReplicaFetcherManager(1, rm), BrokerInfo(2, "127.0.0.1", 1, None))
+        await fetcher.stop()  # drive it by hand: no connection to broker 2
+        fetcher.partitions |= set(TPS[:2])
+        fetcher._on_partition_error(TPS[0], ErrorCode.not_leader_or_follower, 5)
+        now = time.monotonic()
+        return set(fetcher._ready(now)), set(fetcher._ready(now + 2 * BACKOFF_S))
+
+    during, after = asyncio.run(ready_sets())
+
+    assert during == {TPS[1]}
+    assert after == set(TPS[:2])
