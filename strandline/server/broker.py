@@ -41,6 +41,7 @@ from strandline.server.replica_manager import ReplicaManager
 from strandline.server.state_change_log import StateChangeLog
 from strandline.server.topic_admin import TopicAdmin
 from strandline.server.topic_configs import TopicConfigs
+from strandline.storage.cleaner import clean as clean_segments
 from strandline.storage.log_manager import LogManager
 from strandline.types import TopicPartition
 
@@ -138,6 +139,8 @@ class Broker:
         self.controller.start()
         self._tasks.append(asyncio.create_task(self._tick_loop(), name="log-manager-tick"))
         self._tasks.append(asyncio.create_task(self._isr_shrink_loop(), name="isr-expiration"))
+        if cfg.log_cleaner_enable:
+            self._tasks.append(asyncio.create_task(self._cleaner_loop(), name="log-cleaner"))
         log.info(
             "broker %d started on %s:%d (epoch %d, cluster %s)",
             cfg.broker_id,
@@ -183,6 +186,21 @@ class Broker:
                     self._last_hw_checkpoint_ms = now
             except Exception:
                 log.exception("periodic log maintenance failed")
+
+    async def _cleaner_loop(self) -> None:
+        """Kafka's log cleaner thread: compacts `cleanup.policy=compact` logs below their
+        high watermark. The rewriting runs in a worker thread; the swap on this loop."""
+        while True:
+            await asyncio.sleep(self.config.log_cleaner_backoff_ms / 1000)
+            for tp, hosted in list(self.replica_manager.partitions.items()):
+                try:
+                    plan = hosted.log.cleaning_plan(self.now_ms(), hosted.high_watermark)
+                    if plan is None:
+                        continue
+                    cleaned = await asyncio.to_thread(clean_segments, plan)
+                    hosted.log.swap_cleaned(plan, cleaned)
+                except Exception:  # noqa: BLE001 - one bad log must not stop the cleaner
+                    log.exception("compaction of %s failed", tp)
 
     async def _isr_shrink_loop(self) -> None:
         # Kafka checks every replica.lag.time.max.ms / 2.

@@ -65,6 +65,9 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000
+    offsets_topic_segment_bytes: int = 104857600
 
     @classmethod
     def from_file(cls, path: Path) -> BrokerConfig:
@@ -131,4 +134,7 @@ class BrokerConfig:
             leader_imbalance_per_broker_percentage=get_int(
                 "leader.imbalance.per.broker.percentage", 10
             ),
+            log_cleaner_enable=get_bool("log.cleaner.enable", True),
+            log_cleaner_backoff_ms=get_int("log.cleaner.backoff.ms", 15000),
+            offsets_topic_segment_bytes=get_int("offsets.topic.segment.bytes", 104857600),
         )

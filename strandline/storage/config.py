@@ -35,6 +35,13 @@ def _parse_timestamp_type(text: str) -> str:
     return value
 
 
+def _parse_ratio(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"must be between 0 and 1, not {text!r}")
+    return value
+
+
 def _parse_cleanup_policy(text: str) -> str:
     parts = [p.strip() for p in text.replace("[", "").replace("]", "").split(",") if p.strip()]
     if not parts or any(p not in ("delete", "compact") for p in parts):
@@ -130,6 +137,27 @@ TOPIC_CONFIG_KEYS: tuple[TopicConfigKey, ...] = (
         _parse_cleanup_policy,
         (("log.cleanup.policy", 1),),
     ),
+    _int_key(
+        "delete.retention.ms",
+        "delete_retention_ms",
+        24 * _HOUR_MS,
+        (("log.cleaner.delete.retention.ms", 1),),
+        0,
+    ),
+    _int_key(
+        "min.compaction.lag.ms",
+        "min_compaction_lag_ms",
+        0,
+        (("log.cleaner.min.compaction.lag.ms", 1),),
+        0,
+    ),
+    TopicConfigKey(
+        "min.cleanable.dirty.ratio",
+        "min_cleanable_dirty_ratio",
+        0.5,
+        _parse_ratio,
+        (("log.cleaner.min.cleanable.ratio", 1),),
+    ),
     _int_key("min.insync.replicas", "min_insync_replicas", 1, (("min.insync.replicas", 1),), 1),
     TopicConfigKey(
         "unclean.leader.election.enable",
@@ -178,6 +206,9 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     message_timestamp_type: str = "CreateTime"
     cleanup_policy: str = "delete"
+    delete_retention_ms: int = 24 * _HOUR_MS
+    min_compaction_lag_ms: int = 0
+    min_cleanable_dirty_ratio: float = 0.5
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
 
@@ -221,6 +252,10 @@ class LogConfig:
     @property
     def delete_enabled(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
 
     @property
     def log_append_time(self) -> bool:

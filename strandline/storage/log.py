@@ -21,6 +21,7 @@ import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from strandline.errors import InvalidRecordError, OffsetOutOfRangeError, StorageError
@@ -31,6 +32,8 @@ from strandline.protocol.record_batch import (
     validate_for_append,
 )
 from strandline.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir, write_atomically
+from strandline.storage.cleaner import CleanedSegment, CleaningPlan, SegmentToClean
+from strandline.storage.cleaner import clean as clean_segments
 from strandline.storage.config import LogConfig
 from strandline.storage.disk import DEFAULT_WRITER
 from strandline.storage.index import Writer
@@ -107,6 +110,8 @@ class Log:
         self.producer_state = ProducerStateManager()
         self.unflushed_messages = 0
         self.last_flush_ms = now_ms
+        # Below it the cleaner has already compacted (kept in memory: see storage.cleaner).
+        self.first_dirty_offset = 0
         self.closed = False
 
     # ================================================================== opening
@@ -766,6 +771,105 @@ class Log:
 
         self._guarded(delete, "delete segments")
         return count
+
+    # ================================================================== compaction
+
+    def cleaning_plan(self, now_ms: int, high_watermark: int) -> CleaningPlan | None:
+        """What the cleaner may rewrite now, or None: inactive segments below the HW and
+        older than min.compaction.lag.ms, once their dirty share reaches
+        min.cleanable.dirty.ratio."""
+        self._check_open()
+        if not self.config.compact_enabled:
+            return None
+        cleanable: list[LogSegment] = []
+        for segment in self.segments[:-1]:
+            lag = self.config.min_compaction_lag_ms
+            if segment.next_offset > high_watermark or (
+                lag > 0 and now_ms - segment.largest_timestamp < lag
+            ):
+                break
+            cleanable.append(segment)
+        total = sum(s.size for s in cleanable)
+        dirty = sum(s.size for s in cleanable if s.next_offset > self.first_dirty_offset)
+        if not total or not dirty or dirty / total < self.config.min_cleanable_dirty_ratio:
+            return None
+        horizon = now_ms - self.config.delete_retention_ms
+        return CleaningPlan(
+            tuple(
+                SegmentToClean(s.base_offset, s.log_path, s.size, s.largest_timestamp < horizon)
+                for s in cleanable
+                if not s.is_empty
+            ),
+            cleanable[-1].next_offset,
+        )
+
+    def swap_cleaned(self, plan: CleaningPlan, cleaned: list[CleanedSegment]) -> int:
+        """Put the cleaner's output in place of the segments it was made from, unless a
+        segment changed meanwhile (truncated, deleted, closed); returns how many."""
+        if self.closed:
+            for result in cleaned:
+                result.path.unlink(missing_ok=True)
+            return 0
+        planned = {s.base_offset: s.size for s in plan.segments}
+        swapped = 0
+        for result in cleaned:
+            i = bisect.bisect_left(self._bases, result.base_offset)
+            segment = self.segments[i] if i < len(self._bases) - 1 else None
+            if (
+                segment is None
+                or segment.base_offset != result.base_offset
+                or segment.size != planned[result.base_offset]
+            ):
+                result.path.unlink(missing_ok=True)
+                continue
+            self._guarded(partial(self._swap_segment, i, result.path), "swap cleaned segment")
+            swapped += 1
+            logger.info(
+                "compacted %s segment %d: %d -> %d records",
+                self.tp,
+                result.base_offset,
+                result.records_before,
+                result.records_after,
+                extra={"tp": str(self.tp), "segment": result.base_offset},
+            )
+        self.first_dirty_offset = max(self.first_dirty_offset, plan.end_offset)
+        return swapped
+
+    def _swap_segment(self, i: int, cleaned_path: Path) -> None:
+        old = self.segments[i]
+        old.close()
+        # The indexes go first: a crash after the rename must not leave index entries
+        # pointing into the old layout (a missing index is rebuilt when the log opens).
+        old.offset_index.delete()
+        old.time_index.delete()
+        fsync_dir(self.dir)
+        # Retention and segment.ms age a segment by its mtime where timestamps are missing.
+        original = os.stat(old.log_path)
+        os.utime(cleaned_path, ns=(original.st_atime_ns, original.st_mtime_ns))
+        os.replace(cleaned_path, old.log_path)
+        fsync_dir(self.dir)
+        segment = self._new_segment(old.base_offset, old.created_ms)
+        segment.recover(verify_crc=False)
+        if segment.is_empty and i > 0:
+            # Nothing left: an empty segment mid-log would only stop retention's walk.
+            segment.delete()
+            del self.segments[i]
+            self._bases = [s.base_offset for s in self.segments]
+            fsync_dir(self.dir)
+        else:
+            segment.flush()
+            self.segments[i] = segment
+
+    def clean(self, now_ms: int, high_watermark: int) -> int:
+        """One compaction pass in the caller's thread; returns the segments rewritten."""
+        plan = self.cleaning_plan(now_ms, high_watermark)
+        if plan is None:
+            return 0
+        try:
+            cleaned = clean_segments(plan)
+        except OSError as exc:
+            raise StorageError(f"compaction of {self.tp} failed: {exc}") from exc
+        return self.swap_cleaned(plan, cleaned)
 
     # ================================================================== flushing, lifecycle
 

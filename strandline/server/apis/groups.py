@@ -143,7 +143,10 @@ async def _create_offsets_topic(ctx: BrokerContext) -> None:
             OFFSETS_TOPIC,
             num_partitions=cfg.offsets_topic_num_partitions,
             replication_factor=replication_factor,
-            configs={"cleanup.policy": "compact"},
+            configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+            },
         )
         log.info(
             "created %s with %d partitions, replication factor %d",
