@@ -654,6 +654,7 @@ class Log:
             self._bases = [s.base_offset for s in self.segments]
             self.active_segment.truncate_to(offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.first_dirty_offset = min(self.first_dirty_offset, self.log_end_offset)
             cache = self.leader_epoch_cache.copy()
             cache.truncate_from_end(self.log_end_offset)
             self._update_epoch_cache(cache)
@@ -670,6 +671,7 @@ class Log:
             self._replace_all_segments(offset, None)
             self.log_start_offset = offset
             self.recovery_point = offset
+            self.first_dirty_offset = offset
             self._update_epoch_cache(LeaderEpochCache())
             for old in self._snapshot_offsets():
                 self._snapshot_path(old).unlink(missing_ok=True)
@@ -811,7 +813,7 @@ class Log:
                 result.path.unlink(missing_ok=True)
             return 0
         planned = {s.base_offset: s.size for s in plan.segments}
-        swapped = 0
+        swapped = skipped = 0
         for result in cleaned:
             i = bisect.bisect_left(self._bases, result.base_offset)
             segment = self.segments[i] if i < len(self._bases) - 1 else None
@@ -821,6 +823,7 @@ class Log:
                 or segment.size != planned[result.base_offset]
             ):
                 result.path.unlink(missing_ok=True)
+                skipped += 1
                 continue
             self._guarded(partial(self._swap_segment, i, result.path), "swap cleaned segment")
             swapped += 1
@@ -832,7 +835,8 @@ class Log:
                 result.records_after,
                 extra={"tp": str(self.tp), "segment": result.base_offset},
             )
-        self.first_dirty_offset = max(self.first_dirty_offset, plan.end_offset)
+        if not skipped:  # else the next pass looks at this range again
+            self.first_dirty_offset = max(self.first_dirty_offset, plan.end_offset)
         return swapped
 
     def _swap_segment(self, i: int, cleaned_path: Path) -> None:

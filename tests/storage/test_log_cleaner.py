@@ -4,6 +4,7 @@ moves, nothing uncommitted or active is touched, and an interrupted pass loses n
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,16 @@ def test_replicas_compacted_at_different_times_still_verify(tmp_path: Path) -> N
 
     assert result.mismatched == (3,)
     assert result.sizes[1] < result.sizes[2]  # the bytes do differ between 1 and 2
+
+
+def test_records_written_again_after_a_truncation_are_dirty(tmp_path: Path) -> None:
+    log = open_log(tmp_path, replace(COMPACT, min_cleanable_dirty_ratio=0.9))
+    write(log, [(b"k", b"v%d" % i) for i in range(12)])
+    assert log.clean(now_ms=0, high_watermark=log.log_end_offset) > 0
+    log.truncate_to(1)  # a follower following a new leader's log from offset 1
+    write(log, [(b"k", b"w%d" % i) for i in range(12)])
+
+    assert log.clean(now_ms=0, high_watermark=log.log_end_offset) > 0
+
+    survivors = [r for r in read_all(log) if r[0] < log.active_segment.base_offset]
+    assert len(survivors) == 1
