@@ -91,7 +91,7 @@ def _read(segment: SegmentToClean) -> bytes:
     return data
 
 
-def _records(data: bytes, header: BatchHeader) -> Iterator[Any]:
+def batch_records(data: bytes, header: BatchHeader) -> Iterator[Any]:
     """The records of one batch (any codec), decoded by kafka-python."""
     return iter(DefaultRecordBatch(data[header.position : header.position + header.size]))
 
@@ -103,7 +103,7 @@ def build_offset_map(datas: Iterable[bytes]) -> dict[bytes, int]:
         for header in iter_batches(data, verify_crc=False):
             if header.is_control:
                 continue
-            for record in _records(data, header):
+            for record in batch_records(data, header):
                 if record.key is not None:
                     latest[bytes(record.key)] = record.offset
     return latest
@@ -153,7 +153,7 @@ def filter_segment(
         if header.is_control:
             out.append(whole)
             continue
-        records = list(_records(data, header))
+        records = list(batch_records(data, header))
         kept = [
             r
             for r in records

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka.record.default_records import DefaultRecordBatch
-
 from strandline.errors import KafkaError
 from strandline.protocol.record_batch import iter_batches
 from strandline.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
+from strandline.storage.cleaner import batch_records
 from strandline.types import TopicPartition
 
 
@@ -71,8 +70,7 @@ def _records(data: bytes) -> dict[int, Record]:
     for header in iter_batches(data, verify_crc=False):
         if header.is_control:
             continue
-        batch = DefaultRecordBatch(data[header.position : header.position + header.size])
-        for r in batch:
+        for r in batch_records(data, header):
             out[r.offset] = (r.key, r.value, tuple(r.headers), r.timestamp)
     return out
 
