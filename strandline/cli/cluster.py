@@ -1,4 +1,5 @@
-"""`strandline cluster up|down|status|kill|start`: a local ZooKeeper + N-broker cluster."""
+"""`strandline cluster up|down|status|kill|start|partition|zk-kill|zk-start|expire-session`:
+a local ZooKeeper (or 3-server ensemble) + N-broker cluster, and network faults on it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from strandline.cli.local_cluster import ClusterError, LocalCluster, parse_signal
+from strandline.faults.partition import describe
 
 app = typer.Typer(help="Run a local ZooKeeper + N-broker cluster.", no_args_is_help=True)
 console = Console()
@@ -42,10 +44,24 @@ def up(
     zookeeper: str | None = typer.Option(
         None, "--zookeeper", help="Use this ZooKeeper (host:port/chroot) instead of starting one"
     ),
+    zookeeper_nodes: int = typer.Option(
+        1, "--zookeeper-nodes", help="ZooKeeper servers to start: 1 (standalone) or 3"
+    ),
+    netns: bool = typer.Option(
+        False, "--netns", help="One network namespace per node, so partitions can be injected"
+    ),
 ) -> None:
     """Start ZooKeeper and N brokers in the background; print the bootstrap servers."""
+    if zookeeper_nodes not in (1, 3):
+        raise _fail(ValueError(f"--zookeeper-nodes must be 1 or 3, not {zookeeper_nodes}"))
     try:
-        cluster = LocalCluster(data_dir).up(brokers, parse_overrides(config), zk_connect=zookeeper)
+        cluster = LocalCluster(data_dir).up(
+            brokers,
+            parse_overrides(config),
+            zk_connect=zookeeper,
+            zookeeper_nodes=zookeeper_nodes,
+            netns=netns,
+        )
     except (ClusterError, OSError, RuntimeError) as exc:
         raise _fail(exc) from exc
     print(cluster.bootstrap)
@@ -74,21 +90,41 @@ def status(data_dir: Path = DATA_DIR) -> None:
         f"bootstrap [bold]{cluster.bootstrap}[/]   zookeeper {cluster.zk_connect}   "
         f"controller [bold]{controller}[/] (epoch {state.controller_epoch})"
     )
+    if cluster.zookeepers:
+        zookeepers = Table(title="ZooKeeper servers")
+        for column in ("id", "address", "mode", "netns", "pid"):
+            zookeepers.add_column(column)
+        for server_id in cluster.zk_servers():
+            node = cluster.zookeepers[server_id]
+            mode = cluster.zk_mode(server_id)
+            colour = "red" if mode == "down" else "bold green" if mode == "leader" else "green"
+            zookeepers.add_row(
+                str(server_id),
+                f"{node.host}:{node.port}",
+                f"[{colour}]{mode}[/]",
+                node.netns or "",
+                str(node.pid or ""),
+            )
+        console.print(zookeepers)
     brokers = Table(title="Brokers")
-    for column in ("id", "address", "state", "broker epoch", "pid"):
+    for column in ("id", "address", "state", "broker epoch", "netns", "pid"):
         brokers.add_column(column)
     for broker_id, broker in sorted(cluster.brokers.items()):
         live = broker_id in state.live_brokers
         brokers.add_row(
             str(broker_id),
-            state.live_brokers.get(broker_id, f"127.0.0.1:{broker.port}"),
+            state.live_brokers.get(broker_id, f"{broker.host}:{broker.port}"),
             "[green]live[/]" if live else "[red]down[/]",
             str(state.broker_epochs.get(broker_id, "")),
+            broker.netns or "",
             str(broker.pid or ""),
         )
     for broker_id in sorted(set(state.live_brokers) - set(cluster.brokers)):
-        brokers.add_row(str(broker_id), state.live_brokers[broker_id], "[green]live[/]", "", "")
+        brokers.add_row(str(broker_id), state.live_brokers[broker_id], "[green]live[/]", "", "", "")
     console.print(brokers)
+    if cluster.netns_enabled:
+        active = "; ".join(describe(f) for f in cluster.faults) or "none"
+        console.print(f"network faults: [bold]{active}[/]")
     partitions = Table(title="Partitions")
     for column in ("topic", "partition", "leader", "epoch", "replicas", "isr", "marks"):
         partitions.add_column(column)
@@ -141,4 +177,118 @@ def start(
         cluster.start(broker)
     except (ClusterError, OSError) as exc:
         raise _fail(exc) from exc
-    console.print(f"broker {broker} started on 127.0.0.1:{cluster.brokers[broker].port}")
+    host, port = cluster.broker_address(broker)
+    console.print(f"broker {broker} started on {host}:{port}")
+
+
+def _parse_groups(text: str) -> list[list[str]]:
+    groups = [[n.strip() for n in group.split(",") if n.strip()] for group in text.split("/")]
+    # One group is fine: everything it doesn't name forms the other side.
+    if any(not g for g in groups):
+        raise ValueError(
+            f"--groups wants node lists separated by '/', e.g. 1,2/3,zk1; got {text!r}"
+        )
+    return groups
+
+
+def _parse_one_way(text: str) -> tuple[str, str]:
+    src, sep, dst = text.partition(":")
+    if not sep or not src.strip() or not dst.strip():
+        raise ValueError(f"--one-way wants SRC:DST, e.g. 1:2; got {text!r}")
+    return src.strip(), dst.strip()
+
+
+@app.command("partition")
+def partition(
+    data_dir: Path = DATA_DIR,
+    groups: str | None = typer.Option(
+        None,
+        "--groups",
+        help="Node groups that can't reach each other, e.g. 1,2/3,zk1 (unnamed nodes: one "
+        "more group)",
+    ),
+    isolate: str | None = typer.Option(None, "--isolate", help="Cut one node from every node"),
+    one_way: str | None = typer.Option(None, "--one-way", help="SRC:DST, drop SRC -> DST"),
+    from_zookeeper: int | None = typer.Option(
+        None, "--from-zookeeper", help="Cut this broker from every ZooKeeper server"
+    ),
+    heal: bool = typer.Option(False, "--heal", help="Remove every network fault"),
+) -> None:
+    """Add a network fault (faults accumulate) or heal them all. Needs `up --netns`."""
+    chosen = [
+        name
+        for name, value in (
+            ("--groups", groups),
+            ("--isolate", isolate),
+            ("--one-way", one_way),
+            ("--from-zookeeper", from_zookeeper),
+            ("--heal", heal or None),
+        )
+        if value is not None
+    ]
+    try:
+        if len(chosen) != 1:
+            raise ValueError(
+                "give exactly one of --groups, --isolate, --one-way, --from-zookeeper, --heal"
+                + (f" (got {', '.join(chosen)})" if chosen else "")
+            )
+        cluster = LocalCluster.load(data_dir)
+        if groups is not None:
+            cluster.partition(_parse_groups(groups))
+        elif isolate is not None:
+            cluster.isolate(isolate.strip())
+        elif one_way is not None:
+            cluster.one_way(*_parse_one_way(one_way))
+        elif from_zookeeper is not None:
+            cluster.from_zookeeper(from_zookeeper)
+        else:
+            cluster.heal()
+    except (ClusterError, ValueError) as exc:
+        raise _fail(exc) from exc
+    active = "; ".join(describe(f) for f in cluster.faults) or "none"
+    console.print(f"network faults now: {active}")
+
+
+@app.command("zk-kill")
+def zk_kill(
+    server: int = typer.Argument(..., help="ZooKeeper server id (1..3)"),
+    data_dir: Path = DATA_DIR,
+) -> None:
+    """SIGKILL one ZooKeeper server (its data stays for zk-start)."""
+    try:
+        LocalCluster.load(data_dir).zk_kill(server)
+    except ClusterError as exc:
+        raise _fail(exc) from exc
+    console.print(f"killed ZooKeeper server {server}")
+
+
+@app.command("zk-start")
+def zk_start(
+    server: int = typer.Argument(..., help="ZooKeeper server id (1..3)"),
+    data_dir: Path = DATA_DIR,
+) -> None:
+    """Restart one ZooKeeper server on its data dir; waits until it serves."""
+    try:
+        cluster = LocalCluster.load(data_dir)
+        cluster.zk_start(server)
+        mode = cluster.zk_mode(server)
+    except (ClusterError, OSError) as exc:
+        raise _fail(exc) from exc
+    console.print(f"ZooKeeper server {server} started ({mode})")
+
+
+@app.command("expire-session")
+def expire_session(
+    broker: int = typer.Argument(..., help="Broker id"),
+    data_dir: Path = DATA_DIR,
+) -> None:
+    """Make one broker's ZooKeeper session expire (netns: cut it from ZooKeeper; otherwise
+    SIGSTOP it) for its session timeout plus a margin, then let it reconnect."""
+    try:
+        expired = LocalCluster.load(data_dir).expire_session(broker)
+    except ClusterError as exc:
+        raise _fail(exc) from exc
+    if expired:
+        console.print(f"broker {broker}'s ZooKeeper session expired; it is reconnecting")
+    else:
+        console.print(f"[yellow]broker {broker} was held away, but ZooKeeper still listed it[/]")

@@ -1,9 +1,12 @@
-"""A local cluster: one ZooKeeper and N broker processes under one data directory.
+"""A local cluster: one ZooKeeper (or a 3-server ensemble) and N broker processes under
+one data directory, optionally each in its own network namespace.
 
 Layout::
 
-    DIR/cluster.json                 bootstrap servers, ZooKeeper connect string, pids, ports
+    DIR/cluster.json                 bootstrap servers, ZooKeeper connect string, pids, ports,
+                                     the network (netns, ips) and the active network faults
     DIR/zookeeper/                   zoo.cfg, data/, zookeeper.out (unless an external one is used)
+    DIR/zookeeper-<n>/               the same, per server, for a multi-server ensemble
     DIR/broker-<id>/server.properties
     DIR/broker-<id>/data/            log.dirs
     DIR/broker-<id>/logs/            strandline.logs.dir (state-change.log, ...)
@@ -11,7 +14,13 @@ Layout::
 
 Every process runs in its own process group (so signals reach its children too) and
 keeps running after the launching command returns; cluster.json lets another process
-(`strandline cluster down`) find and stop them. Broker ids are 1..N.
+(`strandline cluster down`) find and stop them. Broker ids are 1..N, ZooKeeper server
+ids 1..Z.
+
+With `netns=True` every broker and ZooKeeper server runs inside its own network
+namespace (`strandline.faults.netns`) with its own IP, on fixed ports (9092, 2181): that
+is what lets `partition`, `isolate`, `one_way` and `from_zookeeper` cut links between
+nodes with nftables while clients in the root namespace still reach every node.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kio.index import load_request_schema
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
@@ -33,11 +43,16 @@ from kio.schema.errors import ErrorCode
 from strandline.client.connection import send_request
 from strandline.coordination.zk_client import ZkClient
 from strandline.coordination.zookeeper_server import (
+    LOOPBACK,
     ZooKeeperServer,
+    ZooKeeperUnavailableError,
     free_port,
     kill_process_group,
     process_group_alive,
+    server_mode,
 )
+from strandline.faults import partition as faults
+from strandline.faults.netns import ClusterNetwork, NetworkError, NetworkSpec
 from strandline.types import TopicPartition
 
 CLUSTER_FILE = "cluster.json"
@@ -48,6 +63,15 @@ ZK_TICK_MS = 200
 ZK_MIN_SESSION_MS = 400
 ZK_MAX_SESSION_MS = 30000
 BROKER_COMMAND_ENV = "STRANDLINE_BROKER_COMMAND"
+# Inside namespaces every node has its own IP, so the well-known ports never collide.
+NETNS_BROKER_PORT = 9092
+NETNS_ZK_PORT = 2181
+ZK_QUORUM_PORT = 2888
+ZK_ELECTION_PORT = 3888
+# How long past the session timeout expire_session() keeps a broker cut off: ZooKeeper
+# expires sessions on tick boundaries and the ensemble leader's expiry sweep takes a
+# moment, so the timeout alone is not quite enough.
+EXPIRY_MARGIN_S = 1.0
 SIGNALS = {
     "KILL": signal.SIGKILL,
     "TERM": signal.SIGTERM,
@@ -66,6 +90,31 @@ class BrokerProcess:
     port: int
     pid: int | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    ip: str | None = None  # its namespace's address; None: it listens on 127.0.0.1
+    netns: str | None = None
+
+    @property
+    def host(self) -> str:
+        return self.ip or LOOPBACK
+
+
+@dataclass
+class ZooKeeperNode:
+    """One embedded ZooKeeper server as cluster.json records it."""
+
+    server_id: int
+    port: int
+    dir: Path
+    ip: str | None = None
+    netns: str | None = None
+    quorum_port: int | None = None  # None: a standalone server
+    election_port: int | None = None
+    pid: int | None = None
+    server: ZooKeeperServer | None = field(default=None, repr=False)
+
+    @property
+    def host(self) -> str:
+        return self.ip or LOOPBACK
 
 
 @dataclass(frozen=True)
@@ -124,10 +173,11 @@ class LocalCluster:
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
         self.zk_connect: str | None = None
-        self.zookeeper: ZooKeeperServer | None = None
-        self.zookeeper_pid: int | None = None
-        self.zookeeper_port: int | None = None
+        # Embedded ZooKeeper servers by id (empty with an external zk_connect).
+        self.zookeepers: dict[int, ZooKeeperNode] = {}
         self.brokers: dict[int, BrokerProcess] = {}
+        self.network: ClusterNetwork | None = None
+        self.faults: list[faults.Fault] = []  # active network faults, in the order added
         # Brokers taken down on purpose by kill(); others found dead died unexpectedly.
         self._expected_down: set[int] = set()
 
@@ -142,12 +192,39 @@ class LocalCluster:
     def broker_out(self, broker_id: int) -> Path:
         return self.broker_dir(broker_id) / "broker.out"
 
+    def zookeeper_dir(self, server_id: int) -> Path:
+        # A single server keeps the historical DIR/zookeeper so old layouts still load.
+        if len(self.zookeepers) <= 1 and server_id == 1:
+            return self.data_dir / "zookeeper"
+        return self.data_dir / f"zookeeper-{server_id}"
+
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for _, b in sorted(self.brokers.items()))
+        return ",".join(f"{b.host}:{b.port}" for _, b in sorted(self.brokers.items()))
 
     def broker_address(self, broker_id: int) -> tuple[str, int]:
-        return "127.0.0.1", self.brokers[broker_id].port
+        broker = self.brokers[broker_id]
+        return broker.host, broker.port
+
+    # Server 1 under the names callers used before ensembles existed.
+    @property
+    def zookeeper(self) -> ZooKeeperServer | None:
+        node = self.zookeepers.get(1)
+        return node.server if node else None
+
+    @property
+    def zookeeper_pid(self) -> int | None:
+        node = self.zookeepers.get(1)
+        return node.pid if node else None
+
+    @property
+    def zookeeper_port(self) -> int | None:
+        node = self.zookeepers.get(1)
+        return node.port if node else None
+
+    @property
+    def netns_enabled(self) -> bool:
+        return self.network is not None
 
     # --- start -----------------------------------------------------------------------
 
@@ -156,32 +233,56 @@ class LocalCluster:
         n_brokers: int,
         broker_overrides: dict[str, str] | None = None,
         zk_connect: str | None = None,
+        *,
+        zookeeper_nodes: int = 1,
+        netns: bool = False,
     ) -> LocalCluster:
         """Start ZooKeeper (unless `zk_connect` names an external one, chroot included)
-        and brokers 1..n; return once every broker answers Metadata listing itself."""
+        and brokers 1..n; return once every broker answers Metadata listing itself.
+
+        `zookeeper_nodes` > 1 starts an ensemble of that many servers. `netns` puts every
+        broker and ZooKeeper server in its own network namespace (needs root, `ip`, `nft`).
+        """
         if n_brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        if zookeeper_nodes < 1:
+            raise ValueError("an embedded ZooKeeper needs at least one server")
+        if zk_connect is not None and (netns or zookeeper_nodes != 1):
+            # An external ZooKeeper on loopback is unreachable from inside a namespace,
+            # and its size is not ours to choose.
+            raise ClusterError(
+                "--zookeeper (external) can't be combined with --netns or --zookeeper-nodes"
+            )
         existing = self.data_dir / CLUSTER_FILE
         if existing.exists() and self._any_recorded_process_alive():
             raise ClusterError(f"a cluster is already running from {self.data_dir}; stop it first")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
+            if netns:
+                nodes = [str(b) for b in range(1, n_brokers + 1)]
+                nodes += [f"zk{z}" for z in range(1, zookeeper_nodes + 1)]
+                try:
+                    self.network = ClusterNetwork.for_data_dir(self.data_dir, nodes)
+                    self.network.setup()
+                except (NetworkError, ValueError) as exc:
+                    raise ClusterError(f"could not build the cluster network: {exc}") from exc
             if zk_connect is None:
-                self.zookeeper = ZooKeeperServer(
-                    self.data_dir / "zookeeper",
-                    tick_time_ms=ZK_TICK_MS,
-                    min_session_timeout_ms=ZK_MIN_SESSION_MS,
-                    max_session_timeout_ms=ZK_MAX_SESSION_MS,
-                ).start()
-                self.zookeeper_pid = self.zookeeper.pid
-                self.zookeeper_port = self.zookeeper.port
-                self.zk_connect = self.zookeeper.connect_string
+                self._start_zookeepers(zookeeper_nodes)
             else:
                 self.zk_connect = zk_connect
             for broker_id in range(1, n_brokers + 1):
-                port = free_port()
-                self._write_server_properties(broker_id, port, broker_overrides or {})
-                self.brokers[broker_id] = BrokerProcess(broker_id, port)
+                if self.network is not None:
+                    spec = self.network.spec
+                    broker = BrokerProcess(
+                        broker_id,
+                        NETNS_BROKER_PORT,
+                        ip=spec.ip(str(broker_id)),
+                        netns=spec.netns(str(broker_id)),
+                    )
+                else:
+                    broker = BrokerProcess(broker_id, free_port())
+                self.brokers[broker_id] = broker
+                self._write_server_properties(broker_id, broker.port, broker_overrides or {})
             for broker_id in self.brokers:
                 self._spawn(broker_id)
             self._save()
@@ -191,6 +292,61 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _start_zookeepers(self, count: int) -> None:
+        """Start `count` servers (a standalone one for 1) and wait until all serve."""
+        for server_id in range(1, count + 1):
+            node = ZooKeeperNode(server_id, port=0, dir=Path())
+            self.zookeepers[server_id] = node
+            if self.network is not None:
+                node.ip = self.network.spec.ip(f"zk{server_id}")
+                node.netns = self.network.spec.netns(f"zk{server_id}")
+                node.port = NETNS_ZK_PORT
+                if count > 1:
+                    node.quorum_port, node.election_port = ZK_QUORUM_PORT, ZK_ELECTION_PORT
+            elif count > 1:
+                # Three JVMs on one loopback address: every port must differ.
+                node.port, node.quorum_port, node.election_port = (
+                    free_port(),
+                    free_port(),
+                    free_port(),
+                )
+        for server_id, node in self.zookeepers.items():
+            node.dir = self.zookeeper_dir(server_id)
+        if count == 1 and self.network is None:
+            # Exactly the historical standalone server: free port picked (and retried) by
+            # ZooKeeperServer itself.
+            node = self.zookeepers[1]
+            node.server = self._zookeeper_server(node).start()
+            node.port, node.pid = node.server.port, node.server.pid
+        else:
+            for node in self.zookeepers.values():
+                node.server = self._zookeeper_server(node).start(wait=False)
+                node.pid = node.server.pid
+            self._save()  # so `cluster down` finds the JVMs should the wait fail
+            for node in self.zookeepers.values():
+                assert node.server is not None
+                node.server.wait_ready()
+        self.zk_connect = ",".join(f"{n.host}:{n.port}" for n in self.zookeepers.values())
+
+    def _zookeeper_server(self, node: ZooKeeperNode) -> ZooKeeperServer:
+        ensemble = None
+        if node.quorum_port is not None:
+            ensemble = {
+                n.server_id: (n.host, n.quorum_port or 0, n.election_port or 0)
+                for n in self.zookeepers.values()
+            }
+        return ZooKeeperServer(
+            node.dir,
+            port=node.port or None,
+            tick_time_ms=ZK_TICK_MS,
+            min_session_timeout_ms=ZK_MIN_SESSION_MS,
+            max_session_timeout_ms=ZK_MAX_SESSION_MS,
+            host=node.host,
+            server_id=node.server_id if ensemble else None,
+            ensemble=ensemble,
+            command_prefix=["ip", "netns", "exec", node.netns] if node.netns else None,
+        )
 
     def start(self, broker_id: int) -> None:
         """(Re)start one broker with its existing server.properties; waits for Metadata."""
@@ -209,10 +365,11 @@ class LocalCluster:
         (broker_dir / "data").mkdir(parents=True, exist_ok=True)
         (broker_dir / "logs").mkdir(parents=True, exist_ok=True)
         assert self.zk_connect is not None
+        host = self.brokers[broker_id].host
         settings = {
             "broker.id": str(broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listeners": f"PLAINTEXT://{host}:{port}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
             "log.dirs": str(broker_dir / "data"),
             "zookeeper.connect": self.zk_connect,
             "zookeeper.session.timeout.ms": str(DEFAULT_SESSION_TIMEOUT_MS),
@@ -230,8 +387,10 @@ class LocalCluster:
                 f"--- starting broker {broker_id} at {time.strftime('%H:%M:%S')} ---\n".encode()
             )
             out.flush()
+            # `ip netns exec` execs the broker in place: the pid is the broker's own.
+            prefix = ["ip", "netns", "exec", broker.netns] if broker.netns else []
             process = subprocess.Popen(
-                [*self.broker_command, "--config", str(self.config_path(broker_id))],
+                [*prefix, *self.broker_command, "--config", str(self.config_path(broker_id))],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -252,7 +411,7 @@ class LocalCluster:
                     f"{self.broker_out(broker_id)}:\n{tail(self.broker_out(broker_id))}"
                 )
             try:
-                response = answers_metadata("127.0.0.1", broker.port, timeout=2.0)
+                response = answers_metadata(broker.host, broker.port, timeout=2.0)
                 # Ready means registered: the broker lists itself (it may answer Metadata
                 # with an empty broker list while it is still registering in ZooKeeper).
                 listed = {int(b.node_id) for b in response.brokers}  # type: ignore[attr-defined]
@@ -263,7 +422,7 @@ class LocalCluster:
                 last_error = exc
             time.sleep(0.05)
         raise ClusterError(
-            f"broker {broker_id} did not answer Metadata on 127.0.0.1:{broker.port} within "
+            f"broker {broker_id} did not answer Metadata on {broker.host}:{broker.port} within "
             f"{self.startup_timeout_s}s ({last_error!r}); tail of "
             f"{self.broker_out(broker_id)}:\n{tail(self.broker_out(broker_id))}"
         )
@@ -324,6 +483,7 @@ class LocalCluster:
 
     def stop(self) -> None:
         """TERM every broker (KILL after the grace period), then ZooKeeper. Nothing survives."""
+        self._adopt_recorded_pids()
         alive = [
             b for b in self.brokers.values() if b.pid is not None and process_group_alive(b.pid)
         ]
@@ -338,14 +498,42 @@ class LocalCluster:
             kill_process_group(broker.pid, grace_s=max(0.0, deadline - time.monotonic()))
             if broker.process is not None:
                 broker.process.wait()
-        if self.zookeeper is not None:
-            self.zookeeper.stop()
-            self.zookeeper = None
-        elif self.zookeeper_pid is not None:
-            kill_process_group(self.zookeeper_pid, grace_s=5.0)
-        self.zookeeper_pid = None
+        for node in self.zookeepers.values():
+            if node.server is not None:
+                node.server.stop()
+                node.server = None
+            elif node.pid is not None:
+                kill_process_group(node.pid, grace_s=5.0)
+            node.pid = None
+        # Only once nothing runs inside the namespaces: a namespace with a live process
+        # would outlive `ip netns del`.
+        if self.network is not None:
+            self.network.teardown()
+            self.faults = []
         if (self.data_dir / CLUSTER_FILE).exists():
             self._save(stopped=True)
+
+    def _adopt_recorded_pids(self) -> None:
+        """Take over processes another LocalCluster on the same data dir (e.g. a
+        `strandline cluster zk-start` or `start` command) started after us; otherwise
+        stop() would miss them and leave them running."""
+        if not (self.data_dir / CLUSTER_FILE).exists():
+            return
+        try:
+            recorded = LocalCluster.load(self.data_dir)
+        except (ClusterError, ValueError, KeyError):
+            return
+        for sid, other in recorded.zookeepers.items():
+            node = self.zookeepers.get(sid)
+            if node is not None and other.pid is not None and other.pid != node.pid:
+                if node.server is not None and node.server.process is not None:
+                    node.server.stop()
+                node.server, node.pid = None, other.pid
+        for bid, other_broker in recorded.brokers.items():
+            broker = self.brokers.get(bid)
+            if broker is not None and other_broker.pid is not None:
+                if other_broker.pid != broker.pid and not self.is_running(bid):
+                    broker.process, broker.pid = None, other_broker.pid
 
     def unexpected_deaths(self) -> dict[int, str]:
         """Brokers that exited without kill()/stop(): id -> tail of broker.out."""
@@ -360,23 +548,41 @@ class LocalCluster:
     # --- cluster.json ----------------------------------------------------------------
 
     def _save(self, stopped: bool = False) -> None:
-        state = {
+        state: dict[str, Any] = {
             "bootstrap_servers": self.bootstrap,
             "zookeeper_connect": self.zk_connect,
+            # Server 1 in the pre-ensemble shape, for readers that only know this key.
             "zookeeper": {
                 "pid": None if stopped else self.zookeeper_pid,
                 "port": self.zookeeper_port,
                 "embedded": self.zookeeper_port is not None,
             },
+            "zookeepers": {
+                str(sid): {
+                    "pid": None if stopped else node.pid,
+                    "ip": node.ip,
+                    "port": node.port,
+                    "netns": node.netns,
+                    "dir": str(node.dir),
+                    "quorum_port": node.quorum_port,
+                    "election_port": node.election_port,
+                }
+                for sid, node in sorted(self.zookeepers.items())
+            },
             "brokers": {
                 str(broker_id): {
                     "pid": None if stopped else broker.pid,
                     "port": broker.port,
+                    "ip": broker.ip,
+                    "netns": broker.netns,
                     "config": str(self.config_path(broker_id)),
                     "log": str(self.broker_out(broker_id)),
                 }
                 for broker_id, broker in sorted(self.brokers.items())
             },
+            "netns": self.network is not None,
+            "network": self.network.spec.to_json() if self.network is not None else None,
+            "faults": self.faults,
             "broker_command": self.broker_command,
         }
         path = self.data_dir / CLUSTER_FILE
@@ -393,17 +599,44 @@ class LocalCluster:
         state = json.loads(path.read_text())
         cluster = cls(path.parent, broker_command=state.get("broker_command"))
         cluster.zk_connect = state["zookeeper_connect"]
-        cluster.zookeeper_port = state["zookeeper"].get("port")
-        zk_pid = state["zookeeper"].get("pid")
-        if zk_pid is not None and _is_our_process(zk_pid, str(cluster.data_dir / "zookeeper")):
-            cluster.zookeeper_pid = zk_pid
+        if state.get("network"):
+            cluster.network = ClusterNetwork(NetworkSpec.from_json(state["network"]))
+        cluster.faults = list(state.get("faults") or [])
+        zookeepers = state.get("zookeepers")
+        if zookeepers is None and state.get("zookeeper", {}).get("port") is not None:
+            # A file written before ensembles: one standalone server in DIR/zookeeper.
+            old = state["zookeeper"]
+            zookeepers = {
+                "1": {
+                    "pid": old.get("pid"),
+                    "port": old["port"],
+                    "dir": str(cluster.data_dir / "zookeeper"),
+                }
+            }
+        for key, info in (zookeepers or {}).items():
+            node = ZooKeeperNode(
+                int(key),
+                port=int(info["port"]),
+                dir=Path(info["dir"]),
+                ip=info.get("ip"),
+                netns=info.get("netns"),
+                quorum_port=info.get("quorum_port"),
+                election_port=info.get("election_port"),
+            )
+            pid = info.get("pid")
+            # The JVM's command line names its zoo.cfg, inside the server's own dir.
+            if pid is not None and _is_our_process(pid, str(node.dir / "zoo.cfg")):
+                node.pid = pid
+            cluster.zookeepers[node.server_id] = node
         for key, info in state["brokers"].items():
             broker_id = int(key)
             pid = info.get("pid")
             # A recorded pid is only trusted while it still runs our config (pids get reused).
             if pid is not None and not _is_our_process(pid, str(cluster.config_path(broker_id))):
                 pid = None
-            cluster.brokers[broker_id] = BrokerProcess(broker_id, int(info["port"]), pid)
+            cluster.brokers[broker_id] = BrokerProcess(
+                broker_id, int(info["port"]), pid, ip=info.get("ip"), netns=info.get("netns")
+            )
         return cluster
 
     def _any_recorded_process_alive(self) -> bool:
@@ -411,16 +644,176 @@ class LocalCluster:
             recorded = LocalCluster.load(self.data_dir)
         except (ClusterError, ValueError, KeyError):
             return False
-        pids = [b.pid for b in recorded.brokers.values()] + [recorded.zookeeper_pid]
+        pids = [b.pid for b in recorded.brokers.values()]
+        pids += [z.pid for z in recorded.zookeepers.values()]
         return any(pid is not None and process_group_alive(pid) for pid in pids)
 
     # --- status ----------------------------------------------------------------------
 
     def status(self, timeout_s: float = 10.0) -> ClusterStatus:
+        """Read from ZooKeeper (any live ensemble member will do: the connect string
+        lists them all)."""
         if self.zk_connect is None:
             raise ClusterError("cluster has no ZooKeeper connect string")
         with ZkClient(self.zk_connect, connect_timeout_s=timeout_s).connect() as zk:
             return read_cluster_status(zk)
+
+    # --- ZooKeeper servers -----------------------------------------------------------
+
+    def zk_servers(self) -> list[int]:
+        return sorted(self.zookeepers)
+
+    def _zk_node(self, n: int) -> ZooKeeperNode:
+        if n not in self.zookeepers:
+            known = ", ".join(map(str, self.zk_servers())) or "none (external ZooKeeper)"
+            raise ClusterError(f"no ZooKeeper server {n}; servers: {known}")
+        return self.zookeepers[n]
+
+    def zk_mode(self, n: int) -> str:
+        """Its mode as `srvr` tells: leader, follower, standalone; "down" if it doesn't
+        answer or has no quorum."""
+        node = self._zk_node(n)
+        return server_mode(node.host, node.port) or "down"
+
+    def zk_leader(self) -> int | None:
+        """The ensemble member whose `srvr` says Mode: leader (a standalone server counts
+        as its own leader); None while there is none, e.g. during an election."""
+        for n in self.zk_servers():
+            if self.zk_mode(n) in ("leader", "standalone"):
+                return n
+        return None
+
+    def zk_kill(self, n: int) -> None:
+        """SIGKILL ZooKeeper server n (its data dir stays for zk_start)."""
+        node = self._zk_node(n)
+        if node.server is not None:
+            node.server.kill()
+        elif node.pid is not None:
+            _signal_group(node.pid, signal.SIGKILL)
+            kill_process_group(node.pid, grace_s=0)
+        node.server, node.pid = None, None
+        self._save()
+
+    def zk_start(self, n: int) -> None:
+        """Restart ZooKeeper server n on its old data dir; returns once `srvr` shows it
+        serving (for an ensemble member: it rejoined a quorum)."""
+        node = self._zk_node(n)
+        if node.pid is not None and process_group_alive(node.pid):
+            raise ClusterError(f"ZooKeeper server {n} is already running (pid {node.pid})")
+        server = self._zookeeper_server(node)
+        try:
+            server.start()
+        except ZooKeeperUnavailableError as exc:
+            server.kill()
+            raise ClusterError(str(exc)) from exc
+        node.server, node.pid = server, server.pid
+        self._save()
+
+    # --- network faults --------------------------------------------------------------
+
+    def _require_network(self, what: str) -> ClusterNetwork:
+        if self.network is None:
+            raise ClusterError(
+                f"{what} needs a cluster started with --netns (netns=True): without network "
+                f"namespaces every node shares 127.0.0.1 and no link can be cut"
+            )
+        return self.network
+
+    def _set_faults(self, new_faults: list[faults.Fault], what: str) -> None:
+        """Compute every namespace's ruleset for `new_faults` and load them all; the
+        fault list is only recorded once the kernel has it."""
+        network = self._require_network(what)
+        spec = network.spec
+        try:
+            scripts = faults.rulesets(new_faults, spec.ips(), spec.bridge_ip)
+            faults.apply_rulesets(scripts, {n: spec.netns(n) for n in spec.nodes})
+        except (faults.FaultError, NetworkError) as exc:
+            raise ClusterError(f"{what}: {exc}") from exc
+        self.faults = new_faults
+        self._save()
+
+    def _add_fault(self, fault: faults.Fault) -> None:
+        self._set_faults([*self.faults, fault], faults.describe(fault))
+
+    def partition(self, groups: list[list[str]]) -> None:
+        """Nodes in different groups can't talk; nodes named nowhere form one more group."""
+        self._add_fault(faults.groups_fault([[str(n) for n in g] for g in groups]))
+
+    def isolate(self, node: str) -> None:
+        """`node` talks to no other node; clients (root namespace) still reach it."""
+        self._add_fault(faults.isolate_fault(str(node)))
+
+    def one_way(self, src: str, dst: str) -> None:
+        """Packets from `src` to `dst` are dropped; `dst` -> `src` still flows."""
+        self._add_fault(faults.one_way_fault(str(src), str(dst)))
+
+    def from_zookeeper(self, broker_id: int) -> None:
+        """The broker can't reach any ZooKeeper server, but reaches brokers and clients."""
+        self._add_fault(faults.from_zookeeper_fault(str(broker_id)))
+
+    def heal(self) -> None:
+        """Remove every network fault."""
+        self._set_faults([], "heal")
+
+    def expire_session(self, broker_id: int, timeout_s: float | None = None) -> bool:
+        """Make the broker's ZooKeeper session really expire, then let it reconnect.
+
+        With netns: cut the broker from ZooKeeper (only that cut is removed afterwards;
+        other active faults stay). Without: SIGSTOP the broker, then SIGCONT — it cannot
+        heartbeat while stopped. Either way the broker stays away for `timeout_s`
+        (default: its zookeeper.session.timeout.ms plus a margin), and then until
+        ZooKeeper has dropped its /brokers/ids registration (the visible sign of the
+        expiry), at most twice as long. Returns whether that expiry was observed.
+        """
+        if broker_id not in self.brokers:
+            raise ClusterError(f"no broker {broker_id} in {self.data_dir}")
+        session_s = self._session_timeout_ms(broker_id) / 1000
+        hold_s = session_s + EXPIRY_MARGIN_S if timeout_s is None else timeout_s
+        fault = faults.from_zookeeper_fault(str(broker_id))
+        added = False
+        if self.network is not None:
+            if fault not in self.faults:
+                self._add_fault(fault)
+                added = True
+        else:
+            broker = self.brokers[broker_id]
+            if broker.pid is None:
+                raise ClusterError(f"broker {broker_id} is not running")
+            _signal_group(broker.pid, signal.SIGSTOP)
+        expired = False
+        try:
+            started = time.monotonic()
+            time.sleep(hold_s)
+            deadline = started + 2 * hold_s
+            while True:
+                try:
+                    expired = broker_id not in self.status(timeout_s=5.0).live_brokers
+                except Exception:  # noqa: BLE001 - ZooKeeper busy electing: keep holding
+                    expired = False
+                if expired or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.1)
+        finally:
+            if self.network is not None:
+                if added:
+                    remaining = list(self.faults)
+                    remaining.remove(fault)
+                    self._set_faults(remaining, "expire-session undo")
+            else:
+                broker = self.brokers[broker_id]
+                if broker.pid is not None:
+                    _signal_group(broker.pid, signal.SIGCONT)
+        return expired
+
+    def _session_timeout_ms(self, broker_id: int) -> int:
+        try:
+            for line in self.config_path(broker_id).read_text().splitlines():
+                key, sep, value = line.partition("=")
+                if sep and key.strip() == "zookeeper.session.timeout.ms":
+                    return int(value.strip())
+        except (OSError, ValueError):
+            pass
+        return DEFAULT_SESSION_TIMEOUT_MS
 
 
 def read_cluster_status(zk: ZkClient) -> ClusterStatus:

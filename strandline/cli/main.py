@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from strandline.cli import admin, broker, cluster, demo, groups, sim
+from strandline.cli import admin, broker, chaos, cluster, demo, groups, sim
 
 app = typer.Typer(
     name="strandline",
@@ -20,6 +20,7 @@ app.command("verify-replicas")(admin.verify_replicas)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(groups.app, name="groups")
 app.add_typer(sim.app, name="sim")
+app.add_typer(chaos.app, name="chaos")
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from strandline.client.connection import KafkaConnection
 from strandline.controller.requests import BrokerInfo
-from strandline.errors import KafkaError
+from strandline.errors import KafkaError, StorageError
 from strandline.replication.follower import FetchState
 from strandline.replication.truncation import EpochEndOffset, truncation_on_offset_out_of_range
 from strandline.server.replica_manager import HostedPartition, ReplicaManager
@@ -35,6 +35,10 @@ FETCH_MAX_WAIT = i32Timedelta.parse(datetime.timedelta(milliseconds=500))
 PARTITION_MAX_BYTES = 1 << 20
 RESPONSE_MAX_BYTES = 10 << 20
 BACKOFF_S = 0.1
+# A partition whose log dir refused a write (full disk) waits this long before its
+# next fetch, as Kafka's replica.fetch.backoff.ms: the fetched bytes would fail again,
+# and every other partition of this fetcher keeps going meanwhile.
+STORAGE_BACKOFF_S = 0.5
 REQUEST_TIMEOUT_S = 10.0
 
 # Our leader epoch is older than the leader's: this partition waits for the
@@ -121,11 +125,13 @@ class ReplicaFetcher:
     async def _truncate(self, conn: KafkaConnection) -> None:
         """OffsetForLeaderEpoch for every partition still settling its log end."""
         while True:
+            now = time.monotonic()
             pending = {
                 tp: h
                 for tp, h in self._hosted().items()
                 if h.follower_state is not None
                 and h.follower_state.fetch_state is FetchState.TRUNCATING
+                and self._delayed_until.get(tp, 0.0) <= now
             }
             if not pending:
                 return
@@ -166,19 +172,42 @@ class ReplicaFetcher:
                         hosted.high_watermark,
                         EpochEndOffset(p.leader_epoch, p.end_offset),
                     )
-                    self.rm.state_change_log.record(
-                        "epoch-truncation",
-                        tp=tp,
-                        leader=self.leader.broker_id,
-                        asked_epoch=hosted.log.leader_epoch_cache.latest_epoch,
-                        leader_epoch=p.leader_epoch,
-                        leader_end_offset=p.end_offset,
-                        log_end_offset=hosted.log.log_end_offset,
-                        high_watermark=hosted.high_watermark,
-                        truncate_to=decision.offset,
-                        completed=decision.truncation_completed,
-                    )
-                    self.rm.truncate(hosted, decision.offset)
+                    asked_epoch = hosted.log.leader_epoch_cache.latest_epoch
+                    end_before = hosted.log.log_end_offset
+                    hw_before = hosted.high_watermark
+                    bytes_before = hosted.log.size_in_bytes
+                    try:
+                        self.rm.truncate(hosted, decision.offset)
+                    except StorageError as e:
+                        # The log is as it was; this partition asks again after a
+                        # back-off while the others go on fetching.
+                        self.rm.on_storage_error(hosted, "follower", e)
+                        self._delayed_until[tp] = time.monotonic() + STORAGE_BACKOFF_S
+                        continue
+                    cut = decision.offset < end_before
+                    details: dict[str, object] = {
+                        "leader": self.leader.broker_id,
+                        "asked_epoch": asked_epoch,
+                        "leader_epoch": p.leader_epoch,
+                        "leader_end_offset": p.end_offset,
+                        "log_end_offset": end_before,
+                        "high_watermark": hw_before,
+                        "truncate_to": decision.offset,
+                        "completed": decision.truncation_completed,
+                    }
+                    if cut:
+                        # Only a real cut is an `epoch-truncation`: an operator grepping
+                        # for it must find the replicas that lost a divergent tail, not
+                        # every follower that merely confirmed its log end.
+                        self.rm.state_change_log.record(
+                            "epoch-truncation",
+                            tp=tp,
+                            **details,
+                            removed_offsets=end_before - hosted.log.log_end_offset,
+                            removed_bytes=bytes_before - hosted.log.size_in_bytes,
+                        )
+                    else:
+                        self.rm.state_change_log.record("epoch-check", tp=tp, **details)
                     if not decision.truncation_completed:
                         retry = True
             if retry:
@@ -262,6 +291,10 @@ class ReplicaFetcher:
                     self.rm.append_as_follower(
                         h, p.records or b"", p.high_watermark, p.log_start_offset, now
                     )
+                except StorageError:
+                    # Already in the state-change log (once per failure, not per
+                    # fetch); the log is unchanged, so this refetches the same offset.
+                    self._delayed_until[tp] = time.monotonic() + STORAGE_BACKOFF_S
                 except KafkaError as e:
                     log.error("follower append to %s failed: %s", tp, e)
 

@@ -9,6 +9,7 @@ out its decisions: appends, ZooKeeper ISR writes, purgatory wake-ups.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ from strandline.errors import (
     NotEnoughReplicasError,
     NotLeaderError,
     OffsetOutOfRangeError,
+    StorageError,
     UnknownTopicOrPartitionError,
 )
 from strandline.replication.follower import FollowerState, follower_high_watermark
@@ -85,6 +87,23 @@ class HostedPartition:
         self._follower_high_watermark = hw
 
 
+@dataclass
+class StorageFailure:
+    """A partition whose log directory refuses writes, from its first failure on."""
+
+    role: str
+    since_ms: int
+    failed_writes: int = 1
+
+
+_FULL_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+
+
+def _errno_of(exc: BaseException) -> int | None:
+    cause = exc.__cause__
+    return cause.errno if isinstance(cause, OSError) else None
+
+
 @dataclass(frozen=True)
 class FetchResult:
     tp: TopicPartition
@@ -117,6 +136,11 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("Produce")
         self.controller_epoch = -1
         self._checkpoint_writers: ThreadPoolExecutor | None = None
+        # Partitions whose last write failed (a full or broken log dir): the
+        # state-change log gets one line when a partition enters this map and one
+        # when it leaves, not one per refused request.
+        self.storage_failures: dict[TopicPartition, StorageFailure] = {}
+        self._checkpoint_failing = False
         # Set by the broker: start/stop replica fetchers for follower partitions.
         self.on_become_follower: Callable[[dict[TopicPartition, BrokerInfo]], None] = lambda _p: (
             None
@@ -216,21 +240,31 @@ class ReplicaManager:
         LeaderAndIsr run side by side: a controller failover that moves hundreds of
         leaders to this broker would otherwise wait for them one after another."""
 
-        def start(hosted: HostedPartition) -> None:
-            hosted.log.assign_leader_epoch(hosted.leader_epoch, hosted.log.log_end_offset)
+        def start(hosted: HostedPartition) -> StorageError | None:
+            try:
+                hosted.log.assign_leader_epoch(hosted.leader_epoch, hosted.log.log_end_offset)
+            except StorageError as e:
+                # Leading without the entry on disk is safe: the cache in memory stays
+                # without it too, and the first append in this epoch writes it before
+                # any data (and fails, answered KAFKA_STORAGE_ERROR, while the disk is
+                # full). Failing the whole LeaderAndIsr would leave every partition in
+                # it half-applied.
+                return e
+            return None
 
         if len(new_leaders) <= 1:
-            for hosted in new_leaders:
-                start(hosted)
-            return
-        if self._checkpoint_writers is None:
-            self._checkpoint_writers = ThreadPoolExecutor(
-                CHECKPOINT_WRITER_THREADS, thread_name_prefix="epoch-checkpoint"
-            )
-        # The event loop waits here as it did for one write: no request sees a leader
-        # whose epoch is not on disk yet.
-        for _ in self._checkpoint_writers.map(start, new_leaders):
-            pass
+            failures = [start(hosted) for hosted in new_leaders]
+        else:
+            if self._checkpoint_writers is None:
+                self._checkpoint_writers = ThreadPoolExecutor(
+                    CHECKPOINT_WRITER_THREADS, thread_name_prefix="epoch-checkpoint"
+                )
+            # The event loop waits here as it did for one write: no request sees a
+            # leader whose epoch is not on disk yet.
+            failures = list(self._checkpoint_writers.map(start, new_leaders))
+        for hosted, failure in zip(new_leaders, failures, strict=True):
+            if failure is not None:
+                self.on_storage_error(hosted, "leader", failure)
 
     def _make_leader(self, hosted: HostedPartition, isr: tuple[int, ...], now_ms: int) -> None:
         plog = hosted.log
@@ -313,7 +347,12 @@ class ReplicaManager:
                 f"{tp}: ISR {sorted(leader_state.isr)} is smaller than "
                 f"min.insync.replicas={hosted.min_insync_replicas}"
             )
-        info = hosted.log.append_as_leader(records, hosted.leader_epoch, now_ms)
+        try:
+            info = hosted.log.append_as_leader(records, hosted.leader_epoch, now_ms)
+        except StorageError as e:
+            self.on_storage_error(hosted, "leader", e)
+            raise
+        self.on_storage_ok(hosted, now_ms)
         self._on_high_watermark(hosted, leader_state.on_append(hosted.log.log_end_offset, now_ms))
         self.fetch_purgatory.notify(tp)
         return info
@@ -437,14 +476,62 @@ class ReplicaManager:
         leader_log_start_offset: int,
         now_ms: int,
     ) -> None:
+        try:
+            if records:
+                hosted.log.append_as_follower(records, now_ms)
+            if leader_log_start_offset > hosted.log.log_start_offset:
+                hosted.log.delete_records_before(
+                    min(leader_log_start_offset, hosted.log.log_end_offset)
+                )
+        except StorageError as e:
+            self.on_storage_error(hosted, "follower", e)
+            raise
         if records:
-            hosted.log.append_as_follower(records, now_ms)
-        if leader_log_start_offset > hosted.log.log_start_offset:
-            hosted.log.delete_records_before(
-                min(leader_log_start_offset, hosted.log.log_end_offset)
-            )
+            self.on_storage_ok(hosted, now_ms)
         hosted.set_follower_high_watermark(
             follower_high_watermark(hosted.log.log_end_offset, leader_high_watermark)
+        )
+
+    # -- a failing log directory --------------------------------------------------
+
+    def on_storage_error(self, hosted: HostedPartition, role: str, exc: StorageError) -> None:
+        """A write to this partition's log failed; the log is as before the write.
+
+        Kafka would take the whole log dir offline until a restart; we keep the replica
+        (reads still work, the leader answers KAFKA_STORAGE_ERROR, which clients retry)
+        so that it serves again as soon as space returns, without a restart.
+        """
+        failure = self.storage_failures.get(hosted.tp)
+        if failure is not None:
+            failure.failed_writes += 1
+            return
+        self.storage_failures[hosted.tp] = StorageFailure(role, self._now())
+        code = _errno_of(exc)
+        log.error("writes to %s fail: %s", hosted.tp, exc)
+        self.state_change_log.record(
+            "log-dir-full" if code in _FULL_DISK_ERRNOS else "append-failed",
+            tp=hosted.tp,
+            role=role,
+            log_dir=str(hosted.log.dir.parent),
+            errno=errno.errorcode.get(code, str(code)) if code is not None else None,
+            error=str(exc),
+            log_end_offset=hosted.log.log_end_offset,
+            high_watermark=hosted.high_watermark,
+        )
+
+    def on_storage_ok(self, hosted: HostedPartition, now_ms: int) -> None:
+        failure = self.storage_failures.pop(hosted.tp, None)
+        if failure is None:
+            return
+        log.warning("writes to %s succeed again", hosted.tp)
+        self.state_change_log.record(
+            "log-dir-recovered",
+            tp=hosted.tp,
+            role=failure.role,
+            log_dir=str(hosted.log.dir.parent),
+            failed_writes=failure.failed_writes,
+            failed_for_ms=now_ms - failure.since_ms,
+            log_end_offset=hosted.log.log_end_offset,
         )
 
     # -- fetch ----------------------------------------------------------------
@@ -506,9 +593,22 @@ class ReplicaManager:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
 
     def checkpoint(self) -> None:
-        self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
-        self.log_manager.checkpoint_recovery_points()
-        self.log_manager.checkpoint_log_start_offsets()
+        """Write the offset checkpoints. A failure (a full log dir) is logged once and
+        retried on the next call: a stale checkpoint only makes a restart recover from
+        an older point (the HW is never above the true one), it never loses data."""
+        try:
+            self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
+            self.log_manager.checkpoint_recovery_points()
+            self.log_manager.checkpoint_log_start_offsets()
+        except StorageError as e:
+            if not self._checkpoint_failing:
+                self._checkpoint_failing = True
+                log.error("offset checkpoints fail: %s", e)
+                self.state_change_log.record("checkpoint-failed", error=str(e))
+            return
+        if self._checkpoint_failing:
+            self._checkpoint_failing = False
+            self.state_change_log.record("checkpoint-recovered")
 
 
 def check_leader_epoch(hosted: HostedPartition, current_leader_epoch: int) -> None:

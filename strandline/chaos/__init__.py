@@ -1,0 +1,1 @@
+"""`strandline chaos`: Jepsen-style fault-injection runs, their histories and checker."""

@@ -1,0 +1,217 @@
+"""The nemesis: a fault schedule drawn from a seed, and the hands that apply it.
+
+`plan_schedule` is pure: the same seed, length and fault kinds give the same faults at
+the same offsets, so a run that found an anomaly can be replayed (`chaos run --seed S`).
+Faults come one after another, never overlapping: with rf=3 and min.insync.replicas=2 a
+single fault must cost no acknowledged write, and keeping them apart lets the checker
+charge each unavailability window to one fault kind. `Nemesis` applies a step to a
+`LocalCluster` and reverts it, naming what it resolved at run time (which broker led,
+which ZooKeeper server led) in the history.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strandline.cli.local_cluster import LocalCluster
+
+# Every fault kind the nemesis knows, in the order `explore` rotates through them.
+FAULT_KINDS: tuple[str, ...] = (
+    "kill",
+    "pause",
+    "partition",
+    "isolate",
+    "one-way",
+    "zk-isolate",
+    "zk-kill",
+    "session-expiry",
+    "disk-full",
+)
+# Kinds that need every node in its own network namespace.
+NETWORK_KINDS = frozenset({"partition", "isolate", "one-way", "zk-isolate"})
+WARMUP_S = 3.0
+COOLDOWN_S = 3.0
+MIN_FAULT_S, MAX_FAULT_S = 3.0, 7.0
+MIN_GAP_S, MAX_GAP_S = 1.5, 3.5
+
+
+@dataclass(frozen=True)
+class FaultStep:
+    fault_id: int
+    kind: str
+    start_s: float
+    duration_s: float
+    # What to hit: {"broker": 2}, {"broker": "leader"} (resolved when applied),
+    # {"groups": [...]}, {"src": "1", "dst": "2"}, {"zk": 1 | "leader"}.
+    target: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fault_id": self.fault_id,
+            "kind": self.kind,
+            "start_s": round(self.start_s, 3),
+            "duration_s": round(self.duration_s, 3),
+            "target": self.target,
+        }
+
+
+def _target(rng: random.Random, kind: str, brokers: int, zk_nodes: int) -> dict[str, Any]:
+    broker_ids = list(range(1, brokers + 1))
+    # Half the time the victim is whoever leads the first partition then: faults on a
+    # leader are the ones the seeds are about.
+    victim: int | str = "leader" if rng.random() < 0.5 else rng.choice(broker_ids)
+    if kind == "partition":
+        nodes = [str(b) for b in broker_ids] + [f"zk{n}" for n in range(1, zk_nodes + 1)]
+        rng.shuffle(nodes)
+        cut = rng.randint(1, len(nodes) - 1)
+        return {"groups": [sorted(nodes[:cut]), sorted(nodes[cut:])]}
+    if kind == "one-way":
+        src, dst = rng.sample(broker_ids, 2)
+        return {"src": str(src), "dst": str(dst)}
+    if kind == "zk-kill":
+        return {"zk": "leader" if rng.random() < 0.5 else rng.randint(1, zk_nodes)}
+    return {"broker": victim}
+
+
+def plan_schedule(
+    seed: int,
+    seconds: float,
+    kinds: list[str] | tuple[str, ...],
+    *,
+    brokers: int = 3,
+    zk_nodes: int = 3,
+    min_faults: int = 3,
+    first_kind: str | None = None,
+    session_timeout_s: float = 2.0,
+) -> list[FaultStep]:
+    """Faults one after another from WARMUP_S to `seconds - COOLDOWN_S`.
+
+    `first_kind` forces the first fault's kind (explore uses it so every kind is drawn).
+    If fewer than `min_faults` would fit, durations and gaps shrink to make room.
+    """
+    unknown = sorted(set(kinds) - set(FAULT_KINDS))
+    if unknown:
+        raise ValueError(f"unknown fault kind(s) {unknown}; known: {', '.join(FAULT_KINDS)}")
+    if not kinds:
+        raise ValueError("no fault kinds to draw from")
+    rng = random.Random(seed)
+    budget = seconds - WARMUP_S - COOLDOWN_S
+    # Session expiry lasts as long as the session timeout, plus a margin to be sure.
+    expiry_s = session_timeout_s + 1.5
+    scale = 1.0
+    steps: list[FaultStep] = []
+    for _ in range(20):
+        steps = []
+        at = WARMUP_S
+        draw = random.Random(rng.random())
+        while True:
+            kind = first_kind if not steps and first_kind else draw.choice(list(kinds))
+            duration = (
+                expiry_s
+                if kind == "session-expiry"
+                else draw.uniform(MIN_FAULT_S, MAX_FAULT_S) * scale
+            )
+            if at + duration > WARMUP_S + budget:
+                break
+            target = _target(draw, kind, brokers, zk_nodes)
+            steps.append(FaultStep(len(steps) + 1, kind, at, duration, target))
+            at += duration + draw.uniform(MIN_GAP_S, MAX_GAP_S) * scale
+        if len(steps) >= min_faults:
+            break
+        scale *= 0.8
+    return steps
+
+
+class Nemesis:
+    """Applies and reverts `FaultStep`s on a running `LocalCluster`."""
+
+    def __init__(self, cluster: LocalCluster, topic: str, data_dirs: dict[int, Path]) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.data_dirs = data_dirs
+        self._undo: dict[int, dict[str, Any]] = {}
+
+    def _replicas(self) -> tuple[int, list[int]]:
+        """Partition 0's leader and its other replicas, as ZooKeeper says now."""
+        for p in self.cluster.status(timeout_s=5).partitions:
+            if p.tp.topic == self.topic and p.tp.partition == 0:
+                leader = p.leader if p.leader is not None and p.leader > 0 else p.replicas[0]
+                return leader, [r for r in p.replicas if r != leader]
+        return 1, []
+
+    def _broker(self, step: FaultStep) -> int:
+        """`{"broker": n}`, or "leader" / "follower-1" / "follower-2" of partition 0."""
+        broker = step.target.get("broker", 1)
+        if broker == "leader":
+            return self._replicas()[0]
+        if isinstance(broker, str) and broker.startswith("follower-"):
+            return self._replicas()[1][int(broker.removeprefix("follower-")) - 1]
+        return int(broker)
+
+    def apply(self, step: FaultStep) -> dict[str, Any]:
+        """Start the fault; returns what it resolved (written to the history)."""
+        kind = step.kind
+        detail: dict[str, Any] = {"target": step.target}
+        if kind in ("kill", "pause", "isolate", "zk-isolate", "session-expiry", "disk-full"):
+            detail["broker"] = self._broker(step)
+        broker = detail.get("broker")
+        if kind == "kill":
+            self.cluster.kill(broker, "KILL")  # type: ignore[arg-type]
+        elif kind == "pause":
+            self.cluster.kill(broker, "STOP")  # type: ignore[arg-type]
+        elif kind == "partition":
+            self.cluster.partition(step.target["groups"])
+        elif kind == "isolate":
+            self.cluster.isolate(str(broker))
+        elif kind == "one-way":
+            self.cluster.one_way(step.target["src"], step.target["dst"])
+        elif kind == "zk-isolate":
+            self.cluster.from_zookeeper(int(broker))  # type: ignore[arg-type]
+        elif kind == "zk-kill":
+            wanted = step.target.get("zk", 1)
+            server = (self.cluster.zk_leader() or 1) if wanted == "leader" else int(wanted)
+            detail["zk"] = server
+            self.cluster.zk_kill(server)
+        elif kind == "session-expiry":
+            # Blocking for the session timeout: the fault *is* the expiry.
+            started = time.monotonic()
+            self.cluster.expire_session(int(broker))  # type: ignore[arg-type]
+            detail["took_s"] = round(time.monotonic() - started, 3)
+        elif kind == "disk-full":
+            from strandline.faults import disk
+
+            detail["filled_bytes"] = disk.fill(self.data_dirs[int(broker)])  # type: ignore[arg-type]
+        else:
+            raise ValueError(f"unknown fault kind {kind!r}")
+        self._undo[step.fault_id] = detail
+        return detail
+
+    def revert(self, step: FaultStep) -> None:
+        detail = self._undo.pop(step.fault_id, {})
+        broker = detail.get("broker")
+        if step.kind == "kill":
+            self.cluster.start(int(broker))  # type: ignore[arg-type]
+        elif step.kind == "pause":
+            self.cluster.kill(int(broker), "CONT")  # type: ignore[arg-type]
+        elif step.kind in ("partition", "isolate", "one-way", "zk-isolate"):
+            self.cluster.heal()
+        elif step.kind == "zk-kill":
+            self.cluster.zk_start(int(detail["zk"]))
+        elif step.kind == "disk-full":
+            from strandline.faults import disk
+
+            disk.free(self.data_dirs[int(broker)])  # type: ignore[arg-type]
+
+    def revert_all(self, steps: list[FaultStep]) -> None:
+        """Undo whatever is still applied (an interrupted run heals before it checks)."""
+        for step in steps:
+            if step.fault_id in self._undo:
+                self.revert(step)

@@ -1,0 +1,164 @@
+"""Many schedules' checks folded into one summary, and its rich rendering.
+
+`summarize` is pure (results in, JSON-ready dict out); `render_table` only prints to the
+console it is given.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+
+from strandline.chaos.checker import CheckResult
+
+# Totals summed over schedules: (summary key, CheckResult attribute).
+TOTALS: tuple[tuple[str, str], ...] = (
+    ("acked", "acked"),
+    ("lost", "lost"),
+    ("wrong_offset", "wrong_offset"),
+    ("duplicates", "duplicates"),
+    ("reordered", "reordered"),
+    ("diverged", "diverged"),
+    ("offsets_backwards", "offsets_backwards"),
+    ("skipped", "skipped"),
+    ("indeterminate", "indeterminate"),
+    ("lost_acks1", "lost_acks1"),
+    ("duplicates_non_idempotent", "duplicates_non_idempotent"),
+)
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    seed: int
+    seconds: float  # the schedule's own run time
+    faults: list[str]  # the fault kinds drawn, in schedule order
+    check: CheckResult
+    folder: Path  # where its history, timeline and logs were kept
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _spread(values: Sequence[float]) -> dict[str, Any]:
+    if not values:
+        return {"median": None, "max": None, "windows": 0}
+    return {
+        "median": round(median(values), 3),
+        "max": round(max(values), 3),
+        "windows": len(values),
+    }
+
+
+def _per_kind(per_run: Sequence[Mapping[str, list[float]]]) -> dict[str, dict[str, Any]]:
+    pooled: dict[str, list[float]] = defaultdict(list)
+    for by_kind in per_run:
+        for kind, values in by_kind.items():
+            pooled[kind].extend(values)
+    return {kind: _spread(values) for kind, values in sorted(pooled.items())}
+
+
+def summarize(
+    results: Sequence[ScheduleResult], wall_seconds: float | None = None
+) -> dict[str, Any]:
+    """`wall_seconds` is the campaign's total wall time; without it, the schedules' own
+    seconds are summed (which ignores setup and teardown between them)."""
+    checks = [r.check for r in results]
+    summary: dict[str, Any] = {"schedules": len(results)}
+    for key, attribute in TOTALS:
+        summary[key] = sum(int(getattr(c, attribute)) for c in checks)
+    summary["failed_schedules"] = [r.seed for r in results if not r.check.ok]
+    anomalies: list[dict[str, Any]] = []
+    for result in results:
+        for anomaly in result.check.anomalies:
+            entry = anomaly.to_json()
+            if entry["seed"] is None:
+                entry["seed"] = result.seed
+            entry["folder"] = str(result.folder)
+            anomalies.append(entry)
+    summary["anomalies"] = anomalies
+    summary["unavailability_s"] = _per_kind([c.unavailability for c in checks])
+    summary["recovery_s"] = _per_kind([c.recovery for c in checks])
+    unrecovered: dict[str, int] = defaultdict(int)
+    for check in checks:
+        for kind, count in check.unrecovered.items():
+            unrecovered[kind] += count
+    summary["unrecovered"] = dict(unrecovered)
+    spent = wall_seconds if wall_seconds is not None else sum(r.seconds for r in results)
+    summary["wall_seconds"] = round(spent, 3)
+    summary["schedules_per_hour"] = round(len(results) * 3600.0 / spent, 2) if spent > 0 else None
+    return summary
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def availability_table(summary: Mapping[str, Any]) -> Table:
+    table = Table(title="availability per fault kind (seconds)", title_justify="left")
+    table.add_column("fault")
+    table.add_column("windows", justify="right")
+    table.add_column("unavailable median", justify="right")
+    table.add_column("unavailable max", justify="right")
+    table.add_column("recovery median", justify="right")
+    table.add_column("recovery max", justify="right")
+    unavailable = summary.get("unavailability_s", {})
+    recovery = summary.get("recovery_s", {})
+    unrecovered = summary.get("unrecovered", {})
+    for kind in sorted(set(unavailable) | set(recovery)):
+        down = unavailable.get(kind, {})
+        back = recovery.get(kind, {})
+        never = unrecovered.get(kind, 0)
+        table.add_row(
+            kind,
+            str(down.get("windows", 0)),
+            _fmt(down.get("median")),
+            _fmt(down.get("max")),
+            _fmt(back.get("median")),
+            _fmt(back.get("max")) + (f" ({never} never)" if never else ""),
+        )
+    return table
+
+
+def totals_panel(summary: Mapping[str, Any]) -> Panel:
+    anomalies = summary.get("anomalies", [])
+    lines = [
+        f"schedules: {summary.get('schedules', 0)}"
+        + (
+            f"  ({summary['schedules_per_hour']}/hour)"
+            if summary.get("schedules_per_hour") is not None
+            else ""
+        ),
+        f"acked: {summary.get('acked', 0)}",
+        f"lost: {summary.get('lost', 0)}",
+        f"wrong offset: {summary.get('wrong_offset', 0)}",
+        f"duplicates: {summary.get('duplicates', 0)}"
+        f"  (non-idempotent, legal: {summary.get('duplicates_non_idempotent', 0)})",
+        f"reordered: {summary.get('reordered', 0)}",
+        f"diverged: {summary.get('diverged', 0)}",
+        f"offsets backwards: {summary.get('offsets_backwards', 0)}",
+        f"skipped: {summary.get('skipped', 0)}",
+        f"anomalies: {len(anomalies)}",
+    ]
+    by_seed: dict[Any, list[str]] = defaultdict(list)
+    for anomaly in anomalies:
+        if anomaly["kind"] not in by_seed[anomaly["seed"]]:
+            by_seed[anomaly["seed"]].append(anomaly["kind"])
+    for seed, kinds in by_seed.items():
+        lines.append(f"  seed {seed}: {', '.join(kinds)}")
+    clean = not anomalies and not summary.get("failed_schedules")
+    return Panel(
+        "\n".join(lines),
+        title="totals",
+        title_align="left",
+        border_style="green" if clean else "red",
+    )
+
+
+def render_table(summary: Mapping[str, Any], console: Console) -> None:
+    console.print(Group(availability_table(summary), totals_panel(summary)))

@@ -1,0 +1,438 @@
+"""The clients a chaos run drives while the nemesis works: real Kafka clients, each in
+its own thread, writing every operation they see to the history.
+
+- `ProducerWorker`: confluent-kafka, acks=all (or acks=1 in the unsafe test), idempotent
+  or not; every value is unique (`p<n>-<seq>`) so the checker can find it in the log.
+- `ConsumerWorker`: a member of one consumer group, committing what it polled.
+- `CommittedObserver`: reads the group's committed offsets once a second.
+- `AdminWorker`: creates topics and reassigns a partition while faults happen.
+
+Timeouts are written as `info` (indeterminate: the write may or may not be in the log),
+never as `fail`, because a timed-out produce may still have been appended.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+Record = Callable[[dict[str, Any]], None]
+
+# librdkafka errors after which the message may still be in the log.
+INDETERMINATE = {
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError.NETWORK_EXCEPTION,
+}
+# librdkafka's connection errors are the point of a chaos run, not news: they go to a
+# logger nobody prints (the history has what matters).
+_CLIENT_LOG = logging.getLogger("strandline.chaos.clients")
+_CLIENT_LOG.addHandler(logging.NullHandler())
+_CLIENT_LOG.propagate = False
+QUIET_LOGS: dict[str, Any] = {"logger": _CLIENT_LOG}
+
+
+class Worker(threading.Thread):
+    def __init__(self, name: str, record: Record) -> None:
+        super().__init__(name=name, daemon=True)
+        self.record = record
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except BaseException as exc:  # noqa: BLE001 - reported by the runner
+            self.error = exc
+            self.record({"process": self.name, "f": "crash", "type": "info", "error": repr(exc)})
+
+    def work(self) -> None:
+        raise NotImplementedError
+
+
+class ProducerWorker(Worker):
+    def __init__(
+        self,
+        index: int,
+        record: Record,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        *,
+        idempotent: bool,
+        acks: str = "all",
+        rate_per_s: float = 100.0,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(f"producer-{index}", record)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.idempotent, self.acks, self.rate_per_s = idempotent, acks, rate_per_s
+        self.extra = extra or {}
+        self.sent = 0
+
+    def _producer(self) -> Producer:
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "acks": self.acks,
+            "enable.idempotence": self.idempotent,
+            "linger.ms": 5,
+            "message.timeout.ms": 15000,
+            "request.timeout.ms": 5000,
+            "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "socket.connection.setup.timeout.ms": 3000,
+            **QUIET_LOGS,
+        }
+        if not self.idempotent:
+            config["max.in.flight.requests.per.connection"] = 5
+        config.update(self.extra)
+        return Producer(config)
+
+    def work(self) -> None:
+        producer = self._producer()
+        interval = 1.0 / self.rate_per_s
+        next_at = time.monotonic()
+        seq = 0
+        session = 0  # a new producer id after a fatal error: order is only promised within one
+        while not self.stopping.is_set():
+            value = f"{self.name.replace('producer-', 'p')}-{seq:07d}"
+            key, partition = f"k{seq % 97}", seq % self.partitions
+            op: dict[str, Any] = {
+                "process": self.name,
+                "f": "send",
+                "topic": self.topic,
+                "partition": partition,
+                "key": key,
+                "value": value,
+                "producer": self.name,
+                "seq": seq,
+                "idempotent": self.idempotent,
+                "acks": self.acks,
+                "session": f"{self.name}/{session}",
+            }
+            try:
+                producer.produce(
+                    self.topic,
+                    value=value.encode(),
+                    key=key.encode(),
+                    partition=partition,
+                    on_delivery=self._on_delivery(op),
+                )
+            except BufferError:
+                producer.poll(0.1)
+                continue
+            except KafkaException as exc:
+                if exc.args[0].fatal():
+                    # A fatal idempotence error: the producer id is gone; start a new one
+                    # (what an application would do) and say so in the history.
+                    self.record(
+                        {"process": self.name, "f": "restart", "type": "info", "error": str(exc)}
+                    )
+                    producer.flush(5)
+                    producer = self._producer()
+                    session += 1
+                    continue
+                raise
+            self.sent += 1
+            seq += 1
+            producer.poll(0)
+            next_at += interval
+            pause = next_at - time.monotonic()
+            if pause > 0:
+                producer.poll(pause)
+            elif pause < -1.0:
+                next_at = time.monotonic()  # fell behind (a fault): don't burst to catch up
+        remaining = producer.flush(20)
+        if remaining:
+            self.record(
+                {"process": self.name, "f": "unflushed", "type": "info", "count": remaining}
+            )
+
+    def _on_delivery(self, op: dict[str, Any]) -> Callable[[KafkaError | None, Any], None]:
+        def done(err: KafkaError | None, message: Any) -> None:
+            if err is None:
+                self.record({**op, "type": "ok", "offset": message.offset()})
+            elif err.code() in INDETERMINATE or err.fatal():
+                self.record({**op, "type": "info", "error": err.str()})
+            else:
+                self.record({**op, "type": "fail", "error": err.str()})
+
+        return done
+
+
+class ConsumerWorker(Worker):
+    """A group member that commits, synchronously, only offsets it has polled, and only
+    for partitions it owns: any offset going backwards is then the broker's doing."""
+
+    def __init__(
+        self,
+        index: int,
+        record: Record,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        commit_interval_s: float = 0.5,
+    ) -> None:
+        super().__init__(f"consumer-{index}", record)
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+        self.commit_interval_s = commit_interval_s
+        self.positions: dict[int, int] = {}
+        self.polled = 0
+
+    def _commit(self, consumer: Consumer) -> None:
+        if not self.positions:
+            return
+        offsets = [[self.topic, p, o] for p, o in sorted(self.positions.items())]
+        try:
+            consumer.commit(
+                offsets=[CkTopicPartition(self.topic, p, o) for p, o in self.positions.items()],
+                asynchronous=False,
+            )
+            self.record(
+                {
+                    "process": self.name,
+                    "f": "commit",
+                    "type": "ok",
+                    "consumer": self.name,
+                    "group": self.group,
+                    "offsets": offsets,
+                }
+            )
+        except KafkaException as exc:
+            self.record(
+                {
+                    "process": self.name,
+                    "f": "commit",
+                    "type": "fail",
+                    "consumer": self.name,
+                    "group": self.group,
+                    "offsets": offsets,
+                    "error": str(exc),
+                }
+            )
+
+    def work(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 1000,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "fetch.queue.backoff.ms": 10,
+                "client.id": self.name,
+                **QUIET_LOGS,
+            }
+        )
+
+        def on_assign(c: Consumer, parts: list[CkTopicPartition]) -> None:
+            self.record(
+                {
+                    "process": self.name,
+                    "f": "assign",
+                    "type": "ok",
+                    "consumer": self.name,
+                    "group": self.group,
+                    "partitions": [[p.topic, p.partition] for p in parts],
+                }
+            )
+
+        def on_revoke(c: Consumer, parts: list[CkTopicPartition]) -> None:
+            self._commit(c)
+            for p in parts:
+                self.positions.pop(p.partition, None)
+            self.record(
+                {
+                    "process": self.name,
+                    "f": "revoke",
+                    "type": "ok",
+                    "consumer": self.name,
+                    "group": self.group,
+                    "partitions": [[p.topic, p.partition] for p in parts],
+                }
+            )
+
+        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+        last_commit = time.monotonic()
+        try:
+            while not self.stopping.is_set():
+                for message in consumer.consume(500, 0.2):
+                    partition, offset = message.partition(), message.offset()
+                    if message.error() or partition is None or offset is None:
+                        continue
+                    self.polled += 1
+                    self.positions[partition] = offset + 1
+                    self.record(
+                        {
+                            "process": self.name,
+                            "f": "poll",
+                            "type": "ok",
+                            "consumer": self.name,
+                            "group": self.group,
+                            "topic": message.topic(),
+                            "partition": partition,
+                            "offset": offset,
+                            "value": (message.value() or b"").decode(),
+                        }
+                    )
+                if time.monotonic() - last_commit >= self.commit_interval_s:
+                    self._commit(consumer)
+                    last_commit = time.monotonic()
+            self._commit(consumer)
+        finally:
+            consumer.close()
+
+
+class CommittedObserver(Worker):
+    def __init__(
+        self, record: Record, bootstrap: str, topic: str, group: str, partitions: int
+    ) -> None:
+        super().__init__("observer", record)
+        self.bootstrap, self.topic, self.group, self.partitions = (
+            bootstrap,
+            topic,
+            group,
+            partitions,
+        )
+
+    def work(self) -> None:
+        # kafka-python, not confluent-kafka: librdkafka 2.x's admin ListConsumerGroupOffsets
+        # dereferences the consumer-group handle an AdminClient does not have when
+        # OffsetFetch answers a coordinator error (a segfault, seen in every chaos run
+        # with a coordinator move), so the observer must not use it.
+        from kafka import KafkaAdminClient
+
+        admin: KafkaAdminClient | None = None
+        while not self.stopping.wait(1.0):
+            try:
+                if admin is None:
+                    admin = KafkaAdminClient(
+                        bootstrap_servers=self.bootstrap.split(","),
+                        request_timeout_ms=5000,
+                        client_id="chaos-observer",
+                    )
+                found = admin.list_consumer_group_offsets(self.group)
+            except Exception:  # noqa: BLE001 - faults make reads fail; the next one retries
+                if admin is not None:
+                    admin.close()
+                admin = None
+                continue
+            offsets = [
+                [tp.topic, tp.partition, meta.offset]
+                for tp, meta in sorted(found.items())
+                if tp.topic == self.topic and meta.offset >= 0
+            ]
+            if offsets:
+                self.record(
+                    {
+                        "process": self.name,
+                        "f": "committed",
+                        "type": "ok",
+                        "group": self.group,
+                        "offsets": offsets,
+                    }
+                )
+        if admin is not None:
+            admin.close()
+
+
+class AdminWorker(Worker):
+    """Creates a topic every `create_every_s` and reassigns partition 0 of the main topic
+    (rotating its replica list, which moves the preferred leader) once mid-run."""
+
+    def __init__(
+        self,
+        record: Record,
+        bootstrap: str,
+        topic: str,
+        brokers: list[int],
+        prefix: str,
+        create_every_s: float = 8.0,
+        reassign_at_s: float = 10.0,
+    ) -> None:
+        super().__init__("admin", record)
+        self.bootstrap, self.topic, self.brokers, self.prefix = bootstrap, topic, brokers, prefix
+        self.create_every_s, self.reassign_at_s = create_every_s, reassign_at_s
+        self.created: list[str] = []
+
+    def _admin(self, action: str, detail: dict[str, Any], call: Callable[[], None]) -> None:
+        try:
+            call()
+            self.record(
+                {
+                    "process": self.name,
+                    "f": "admin",
+                    "type": "ok",
+                    "action": action,
+                    "detail": detail,
+                }
+            )
+        except Exception as exc:  # noqa: BLE001 - a fault may fail it; that is recorded
+            self.record(
+                {
+                    "process": self.name,
+                    "f": "admin",
+                    "type": "fail",
+                    "action": action,
+                    "detail": detail,
+                    "error": str(exc),
+                }
+            )
+
+    def work(self) -> None:
+        from strandline.cli.admin import execute_reassignment
+        from strandline.types import TopicPartition
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET_LOGS})
+        started = time.monotonic()
+        reassigned = False
+        n = 0
+        while not self.stopping.wait(self.create_every_s / 4):
+            elapsed = time.monotonic() - started
+            if elapsed >= self.create_every_s * (n + 1):
+                n += 1
+                name = f"{self.prefix}-extra-{n}"
+                replication = min(3, len(self.brokers))
+
+                def create(name: str = name, replication: int = replication) -> None:
+                    futures = admin.create_topics(
+                        [NewTopic(name, 2, replication)], operation_timeout=10
+                    )
+                    futures[name].result(15)
+
+                self._admin("create-topic", {"topic": name}, create)
+                self.created.append(name)
+            if not reassigned and elapsed >= self.reassign_at_s:
+                reassigned = True
+                rotated = self.brokers[1:] + self.brokers[:1]
+                wanted = {TopicPartition(self.topic, 0): rotated[: min(3, len(rotated))]}
+
+                def reassign(wanted: dict[TopicPartition, list[int]] = wanted) -> None:
+                    results = execute_reassignment(self.bootstrap, wanted)
+                    errors = {
+                        str(tp): str(code)
+                        for tp, (code, _msg) in results.items()
+                        if code.value != 0
+                    }
+                    if errors:
+                        raise RuntimeError(f"reassignment refused: {errors}")
+
+                self._admin(
+                    "reassign",
+                    {"partition": 0, "replicas": wanted[TopicPartition(self.topic, 0)]},
+                    reassign,
+                )

@@ -1,0 +1,120 @@
+"""The chaos harness against a real cluster: every fault kind once with safe settings
+(nothing lost), and deliberately unsafe settings that the checker must catch.
+
+These are CI's bounded subset of `strandline chaos explore`: each starts its own
+3-broker cluster with a 3-server ZooKeeper ensemble, every node in its own network
+namespace, and needs root, `ip` and `nft` (installed by `make setup`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from strandline.chaos.nemesis import FAULT_KINDS, FaultStep
+from strandline.chaos.runner import ChaosConfig, run_schedule
+
+
+@pytest.fixture(autouse=True)
+def _needs_network_tools() -> None:
+    missing = [tool for tool in ("ip", "nft") if shutil.which(tool) is None]
+    if missing:
+        pytest.fail(
+            f"chaos tests need {', '.join(missing)} (Debian iproute2 and nftables): "
+            "run `make setup`",
+            pytrace=False,
+        )
+
+
+def steps(*faults: tuple[str, float, float, dict[str, object]]) -> list[FaultStep]:
+    return [
+        FaultStep(i + 1, kind, start, duration, dict(target))
+        for i, (kind, start, duration, target) in enumerate(faults)
+    ]
+
+
+def test_every_fault_kind_once_loses_nothing(tmp_path: Path) -> None:
+    """acks=all, rf=3, min.insync.replicas=2: one fault of each kind, one after another."""
+    plan = []
+    at = 3.0
+    for kind in FAULT_KINDS:
+        duration = 3.5 if kind != "session-expiry" else 3.5
+        target: dict[str, object] = {"broker": "leader"}
+        if kind == "partition":
+            target = {"groups": [["1", "zk1"], ["2", "3", "zk2", "zk3"]]}
+        elif kind == "one-way":
+            target = {"src": "1", "dst": "2"}
+        elif kind == "zk-kill":
+            target = {"zk": "leader"}
+        plan.append((kind, at, duration, target))
+        at += duration + 1.5
+    config = ChaosConfig(seed=7, out_dir=tmp_path, seconds=at + 3, plan=steps(*plan), rate_per_s=60)
+    result = run_schedule(config)
+    check = result.check
+    summary = json.dumps(check.to_json(), indent=1)[:3000]
+    assert check.ok, summary
+    assert check.acked > 1000, summary
+    assert check.lost == 0 and check.diverged == 0, summary
+    # Every kind was applied and measured.
+    assert set(check.unavailability) == set(FAULT_KINDS), summary
+    assert (result.folder / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in result.folder.glob("state-change-broker-*.log")) == [
+        f"state-change-broker-{b}.log" for b in (1, 2, 3)
+    ]
+    history = (result.folder / "history.jsonl").read_text()
+    assert '"f":"final-read"' in history and '"f":"replica-compare"' in history
+    # The disk-full fault reached the broker: it said so in its state-change log.
+    logs = "".join(p.read_text() for p in result.folder.glob("state-change-broker-*.log"))
+    assert "log-dir-full" in logs
+
+
+def test_checker_catches_acks1_loss_when_the_leader_is_partitioned_away(
+    tmp_path: Path,
+) -> None:
+    """Documented Kafka behaviour: with acks=1 a leader cut off from the other brokers and
+    ZooKeeper (but not from its clients) acknowledges writes that the new leader never
+    gets; when it returns it truncates them. The checker must report them lost."""
+    config = ChaosConfig(
+        seed=11,
+        out_dir=tmp_path,
+        seconds=16,
+        acks="1",
+        idempotent_producers=0,
+        plain_producers=2,
+        rate_per_s=150,
+        plan=steps(("isolate", 3.0, 8.0, {"broker": "leader"})),
+    )
+    check = run_schedule(config).check
+    assert not check.ok
+    assert check.lost > 0, json.dumps(check.to_json())[:2000]
+    assert any(a.kind == "lost" and a.seed == 11 for a in check.anomalies)
+
+
+def test_checker_catches_unclean_election_loss(tmp_path: Path) -> None:
+    """min.insync.replicas=1 and unclean election: the followers are paused until they
+    leave the ISR, the lone leader acknowledges acks=all writes, then dies; the returning
+    followers elect one of themselves uncleanly. The loss is reported and the election
+    is in the state-change log."""
+    config = ChaosConfig(
+        seed=12,
+        out_dir=tmp_path,
+        seconds=24,
+        min_insync_replicas=1,
+        unclean_leader_election=True,
+        idempotent_producers=0,
+        plain_producers=2,
+        rate_per_s=150,
+        plan=steps(
+            ("pause", 2.0, 9.0, {"broker": "follower-1"}),
+            ("pause", 2.0, 9.0, {"broker": "follower-2"}),
+            ("kill", 8.0, 10.0, {"broker": "leader"}),
+        ),
+    )
+    result = run_schedule(config)
+    check = result.check
+    assert check.lost > 0, json.dumps(check.to_json())[:2000]
+    logs = "".join(p.read_text() for p in result.folder.glob("state-change-broker-*.log"))
+    assert "unclean-leader-election" in logs
