@@ -162,3 +162,31 @@ def totals_panel(summary: Mapping[str, Any]) -> Panel:
 
 def render_table(summary: Mapping[str, Any], console: Console) -> None:
     console.print(Group(availability_table(summary), totals_panel(summary)))
+
+
+SCHEDULE_FILE = "schedule.json"
+
+
+def load_results(run_dirs: Sequence[Path]) -> list[ScheduleResult]:
+    """The finished schedules under each folder (`seed-*/check.json`), so runs made
+    separately (or in parallel) can be summarized together. A schedule's kinds and run
+    time come from its `schedule.json`, or else from the history's plan line."""
+    import json
+
+    results: list[ScheduleResult] = []
+    for run_dir in run_dirs:
+        for check_path in sorted(Path(run_dir).glob("seed-*/check.json")):
+            folder = check_path.parent
+            check = CheckResult.from_json(json.loads(check_path.read_text()))
+            schedule_path = folder / SCHEDULE_FILE
+            if schedule_path.exists():
+                schedule = json.loads(schedule_path.read_text())
+                faults, seconds = list(schedule["faults"]), float(schedule["seconds"])
+            else:
+                with (folder / "history.jsonl").open(encoding="utf-8") as history:
+                    plan = json.loads(history.readline())
+                faults = [step["kind"] for step in plan.get("steps", [])]
+                seconds = check_path.stat().st_mtime - (folder / "history.jsonl").stat().st_ctime
+            seed = int(folder.name.removeprefix("seed-"))
+            results.append(ScheduleResult(seed, seconds, faults, check, folder))
+    return sorted(results, key=lambda r: r.seed)

@@ -31,7 +31,7 @@ from strandline.chaos.nemesis import (
     Nemesis,
     plan_schedule,
 )
-from strandline.chaos.report import ScheduleResult
+from strandline.chaos.report import SCHEDULE_FILE, ScheduleResult
 from strandline.chaos.timeline import draw_timeline
 from strandline.chaos.workload import (
     QUIET_LOGS,
@@ -434,10 +434,20 @@ class Run:
         ops = read_history(self.history_path)
         # An acknowledged write lost is reported whatever acks asked for: with acks=1 it is
         # Kafka's documented behaviour, and the unsafe-settings tests expect to see it.
-        result: CheckResult = check(
-            ops, seed=config.seed, grace=None, acks1_loss_is_anomaly=True
-        )
+        result: CheckResult = check(ops, seed=config.seed, grace=None, acks1_loss_is_anomaly=True)
         (self.folder / "check.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        (self.folder / SCHEDULE_FILE).write_text(
+            json.dumps(
+                {
+                    "seed": config.seed,
+                    "seconds": round(time.monotonic() - wall_started, 3),
+                    "faults": [s.kind for s in self.steps],
+                    "steps": [s.to_json() for s in self.steps],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         draw_timeline(
             ops,
             self.folder / "timeline.png",

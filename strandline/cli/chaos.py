@@ -128,6 +128,28 @@ def explore(
         raise typer.Exit(code=1)
 
 
+@app.command("report")
+def report(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Folders written by run or explore")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Summarize finished schedules again, across one or more run folders (explores run
+    side by side are read as one)."""
+    from strandline.chaos.report import load_results, render_table, summarize
+
+    results = load_results(run_dirs)
+    if not results:
+        err_console.print(f"no finished schedules (seed-*/check.json) under {run_dirs}")
+        raise typer.Exit(code=1)
+    summary = summarize(results, wall_seconds=sum(r.seconds for r in results))
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        render_table(summary, console)
+    if summary["anomalies"]:
+        raise typer.Exit(code=1)
+
+
 @app.command("check")
 def check_history(
     history: Annotated[Path, typer.Argument(help="A history.jsonl written by chaos run")],
