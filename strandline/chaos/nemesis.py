@@ -14,7 +14,6 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from strandline.cli.local_cluster import LocalCluster
@@ -133,10 +132,9 @@ def plan_schedule(
 class Nemesis:
     """Applies and reverts `FaultStep`s on a running `LocalCluster`."""
 
-    def __init__(self, cluster: LocalCluster, topic: str, data_dirs: dict[int, Path]) -> None:
+    def __init__(self, cluster: LocalCluster, topic: str) -> None:
         self.cluster = cluster
         self.topic = topic
-        self.data_dirs = data_dirs
         self._undo: dict[int, dict[str, Any]] = {}
 
     def _replicas(self) -> tuple[int, list[int]]:
@@ -186,9 +184,7 @@ class Nemesis:
             self.cluster.expire_session(int(broker))  # type: ignore[arg-type]
             detail["took_s"] = round(time.monotonic() - started, 3)
         elif kind == "disk-full":
-            from strandline.faults import disk
-
-            detail["filled_bytes"] = disk.fill(self.data_dirs[int(broker)])  # type: ignore[arg-type]
+            detail["filled_bytes"] = self.cluster.fill_disk(int(broker))  # type: ignore[arg-type]
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         self._undo[step.fault_id] = detail
@@ -206,9 +202,7 @@ class Nemesis:
         elif step.kind == "zk-kill":
             self.cluster.zk_start(int(detail["zk"]))
         elif step.kind == "disk-full":
-            from strandline.faults import disk
-
-            disk.free(self.data_dirs[int(broker)])  # type: ignore[arg-type]
+            self.cluster.free_disk(int(broker))  # type: ignore[arg-type]
 
     def revert_all(self, steps: list[FaultStep]) -> None:
         """Undo whatever is still applied (an interrupted run heals before it checks)."""

@@ -120,7 +120,6 @@ class Run:
         self.kinds = {s.kind for s in self.steps}
         self.history_path = self.folder / "history.jsonl"
         self.cluster: LocalCluster | None = None
-        self.limited: list[Path] = []
         self.history: HistoryWriter | None = None
         self._lock = threading.Lock()
 
@@ -135,20 +134,13 @@ class Run:
         if self.folder.exists():
             shutil.rmtree(self.folder, ignore_errors=True)
         self.folder.mkdir(parents=True)
-        if "disk-full" in self.kinds:
-            from strandline.faults import disk
-
-            for broker in range(1, config.brokers + 1):
-                directory = _data_dir(self.cluster_dir, broker)
-                directory.mkdir(parents=True, exist_ok=True)
-                disk.mount_limited(directory, config.disk_mb)
-                self.limited.append(directory)
         self.cluster = LocalCluster(self.cluster_dir)
         self.cluster.up(
             config.brokers,
             broker_settings(config),
             zookeeper_nodes=config.zk_nodes,
             netns=bool(self.kinds & NETWORK_KINDS),
+            disk_limit_mb=config.disk_mb if "disk-full" in self.kinds else None,
         )
         self.cluster.wait_for_full_metadata()
         return self.cluster
@@ -171,11 +163,6 @@ class Run:
     def _teardown(self) -> None:
         if self.cluster is not None and not self.config.keep_cluster:
             self.cluster.stop()
-        if self.limited and not self.config.keep_cluster:
-            from strandline.faults import disk
-
-            for directory in self.limited:
-                disk.unmount(directory)
         if not self.config.keep_cluster:
             shutil.rmtree(self.cluster_dir, ignore_errors=True)
 
@@ -397,9 +384,7 @@ class Run:
             ]
             for worker in [*producers, *others]:
                 worker.start()
-            nemesis = Nemesis(
-                cluster, TOPIC, {b: _data_dir(self.cluster_dir, b) for b in cluster.brokers}
-            )
+            nemesis = Nemesis(cluster, TOPIC)
             started = time.monotonic()
             try:
                 self._nemesis(nemesis, started)

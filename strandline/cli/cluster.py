@@ -50,6 +50,12 @@ def up(
     netns: bool = typer.Option(
         False, "--netns", help="One network namespace per node, so partitions can be injected"
     ),
+    disk_limit_mb: int | None = typer.Option(
+        None,
+        "--disk-limit-mb",
+        min=8,
+        help="Put each broker's log dir on a tmpfs of this size (for `cluster fill-disk`)",
+    ),
 ) -> None:
     """Start ZooKeeper and N brokers in the background; print the bootstrap servers."""
     if zookeeper_nodes not in (1, 3):
@@ -61,6 +67,7 @@ def up(
             zk_connect=zookeeper,
             zookeeper_nodes=zookeeper_nodes,
             netns=netns,
+            disk_limit_mb=disk_limit_mb,
         )
     except (ClusterError, OSError, RuntimeError) as exc:
         raise _fail(exc) from exc
@@ -292,3 +299,29 @@ def expire_session(
         console.print(f"broker {broker}'s ZooKeeper session expired; it is reconnecting")
     else:
         console.print(f"[yellow]broker {broker} was held away, but ZooKeeper still listed it[/]")
+
+
+@app.command("fill-disk")
+def fill_disk(
+    broker: int = typer.Argument(..., help="Broker id"),
+    data_dir: Path = DATA_DIR,
+) -> None:
+    """Fill one broker's log dir (a tmpfs from `up --disk-limit-mb`) until it is full."""
+    try:
+        written = LocalCluster.load(data_dir).fill_disk(broker)
+    except (ClusterError, RuntimeError) as exc:
+        raise _fail(exc) from exc
+    console.print(f"broker {broker}'s log dir is full ({written / 2**20:.1f} MiB of filler)")
+
+
+@app.command("free-disk")
+def free_disk(
+    broker: int = typer.Argument(..., help="Broker id"),
+    data_dir: Path = DATA_DIR,
+) -> None:
+    """Give back the space `fill-disk` took; the broker takes writes again."""
+    try:
+        LocalCluster.load(data_dir).free_disk(broker)
+    except (ClusterError, RuntimeError) as exc:
+        raise _fail(exc) from exc
+    console.print(f"broker {broker}'s log dir has space again")

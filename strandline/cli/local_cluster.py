@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kazoo.handlers.threading import KazooTimeoutError
 from kio.index import load_request_schema
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
@@ -51,6 +52,7 @@ from strandline.coordination.zookeeper_server import (
     process_group_alive,
     server_mode,
 )
+from strandline.faults import disk
 from strandline.faults import partition as faults
 from strandline.faults.netns import ClusterNetwork, NetworkError, NetworkSpec
 from strandline.types import TopicPartition
@@ -178,6 +180,8 @@ class LocalCluster:
         self.brokers: dict[int, BrokerProcess] = {}
         self.network: ClusterNetwork | None = None
         self.faults: list[faults.Fault] = []  # active network faults, in the order added
+        # Size of the tmpfs each broker's log dir sits on (None: the data dir's own disk).
+        self.disk_limit_mb: int | None = None
         # Brokers taken down on purpose by kill(); others found dead died unexpectedly.
         self._expected_down: set[int] = set()
 
@@ -236,12 +240,15 @@ class LocalCluster:
         *,
         zookeeper_nodes: int = 1,
         netns: bool = False,
+        disk_limit_mb: int | None = None,
     ) -> LocalCluster:
         """Start ZooKeeper (unless `zk_connect` names an external one, chroot included)
         and brokers 1..n; return once every broker answers Metadata listing itself.
 
         `zookeeper_nodes` > 1 starts an ensemble of that many servers. `netns` puts every
         broker and ZooKeeper server in its own network namespace (needs root, `ip`, `nft`).
+        `disk_limit_mb` puts each broker's log dir on a tmpfs of that size, so that
+        `fill_disk` can give one broker a really full disk (needs root).
         """
         if n_brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -283,6 +290,9 @@ class LocalCluster:
                     broker = BrokerProcess(broker_id, free_port())
                 self.brokers[broker_id] = broker
                 self._write_server_properties(broker_id, broker.port, broker_overrides or {})
+                if disk_limit_mb is not None:
+                    disk.mount_limited(self.log_dir(broker_id), disk_limit_mb)
+                    self.disk_limit_mb = disk_limit_mb
             for broker_id in self.brokers:
                 self._spawn(broker_id)
             self._save()
@@ -510,6 +520,12 @@ class LocalCluster:
         if self.network is not None:
             self.network.teardown()
             self.faults = []
+        if self.disk_limit_mb is not None:
+            # The logs stay readable after `down` (verify-replicas --offline): the tmpfs
+            # contents are copied back onto the data dir's own disk first.
+            for broker_id in self.brokers:
+                if disk.is_limited(self.log_dir(broker_id)):
+                    disk.unmount(self.log_dir(broker_id), keep_contents=True)
         if (self.data_dir / CLUSTER_FILE).exists():
             self._save(stopped=True)
 
@@ -584,6 +600,7 @@ class LocalCluster:
             "network": self.network.spec.to_json() if self.network is not None else None,
             "faults": self.faults,
             "broker_command": self.broker_command,
+            "disk_limit_mb": self.disk_limit_mb,
         }
         path = self.data_dir / CLUSTER_FILE
         tmp = path.with_suffix(".json.tmp")
@@ -602,6 +619,7 @@ class LocalCluster:
         if state.get("network"):
             cluster.network = ClusterNetwork(NetworkSpec.from_json(state["network"]))
         cluster.faults = list(state.get("faults") or [])
+        cluster.disk_limit_mb = state.get("disk_limit_mb")
         zookeepers = state.get("zookeepers")
         if zookeepers is None and state.get("zookeeper", {}).get("port") is not None:
             # A file written before ensembles: one standalone server in DIR/zookeeper.
@@ -655,8 +673,16 @@ class LocalCluster:
         lists them all)."""
         if self.zk_connect is None:
             raise ClusterError("cluster has no ZooKeeper connect string")
-        with ZkClient(self.zk_connect, connect_timeout_s=timeout_s).connect() as zk:
-            return read_cluster_status(zk)
+        try:
+            with ZkClient(self.zk_connect, connect_timeout_s=timeout_s).connect() as zk:
+                return read_cluster_status(zk)
+        except KazooTimeoutError as exc:
+            # A lost quorum is a state an operator rehearses on purpose: say so plainly.
+            down = [str(n) for n in self.zk_servers() if self.zk_mode(n) == "down"]
+            raise ClusterError(
+                f"ZooKeeper ({self.zk_connect}) did not answer within {timeout_s:g}s"
+                + (f"; servers down or out of quorum: {', '.join(down)}" if down else "")
+            ) from exc
 
     # --- ZooKeeper servers -----------------------------------------------------------
 
@@ -754,6 +780,30 @@ class LocalCluster:
     def heal(self) -> None:
         """Remove every network fault."""
         self._set_faults([], "heal")
+
+    # --- disk faults -----------------------------------------------------------------
+
+    def log_dir(self, broker_id: int) -> Path:
+        return self.broker_dir(broker_id) / "data"
+
+    def _limited_log_dir(self, broker_id: int) -> Path:
+        if broker_id not in self.brokers:
+            raise ClusterError(f"no broker {broker_id} in {self.data_dir}")
+        directory = self.log_dir(broker_id)
+        if self.disk_limit_mb is None or not disk.is_limited(directory):
+            raise ClusterError(
+                f"broker {broker_id}'s log dir is not on a size-limited filesystem; "
+                "start the cluster with `cluster up --disk-limit-mb N`"
+            )
+        return directory
+
+    def fill_disk(self, broker_id: int) -> int:
+        """Fill broker `broker_id`'s log dir until ENOSPC; returns the bytes written."""
+        return disk.fill(self._limited_log_dir(broker_id))
+
+    def free_disk(self, broker_id: int) -> None:
+        """Give back the space `fill_disk` took."""
+        disk.free(self._limited_log_dir(broker_id))
 
     def expire_session(self, broker_id: int, timeout_s: float | None = None) -> bool:
         """Make the broker's ZooKeeper session really expire, then let it reconnect.
