@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -44,6 +44,18 @@ def _faults(text: str) -> tuple[str, ...]:
             param_hint="--faults",
         )
     return kinds
+
+
+def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
+    """One JSON object, or the rich table; exits 1 when any schedule had an anomaly."""
+    from strandline.chaos.report import render_table
+
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        render_table(summary, console)
+    if summary["anomalies"]:
+        raise typer.Exit(code=1)
 
 
 @app.command("run")
@@ -100,7 +112,7 @@ def explore(
     and the unavailability per fault kind."""
     from rich.progress import Progress
 
-    from strandline.chaos.report import ScheduleResult, render_table, summarize
+    from strandline.chaos.report import ScheduleResult, summarize
     from strandline.chaos.runner import ChaosConfig, explore_configs, run_schedule
 
     base = ChaosConfig(seed=seed, out_dir=out, seconds=seconds, faults=_faults(faults))
@@ -119,13 +131,7 @@ def explore(
                 progress.console.print(
                     f"[red]seed {config.seed}: anomalies[/] (see {result.folder})"
                 )
-    summary = summarize(results, wall_seconds=time.monotonic() - started)
-    if as_json:
-        print(json.dumps(summary, indent=2))
-    else:
-        render_table(summary, console)
-    if summary["anomalies"]:
-        raise typer.Exit(code=1)
+    _print_summary(summarize(results, wall_seconds=time.monotonic() - started), as_json)
 
 
 @app.command("report")
@@ -135,19 +141,13 @@ def report(
 ) -> None:
     """Summarize finished schedules again, across one or more run folders (explores run
     side by side are read as one)."""
-    from strandline.chaos.report import load_results, render_table, summarize
+    from strandline.chaos.report import load_results, summarize
 
     results = load_results(run_dirs)
     if not results:
         err_console.print(f"no finished schedules (seed-*/check.json) under {run_dirs}")
         raise typer.Exit(code=1)
-    summary = summarize(results, wall_seconds=sum(r.seconds for r in results))
-    if as_json:
-        print(json.dumps(summary, indent=2))
-    else:
-        render_table(summary, console)
-    if summary["anomalies"]:
-        raise typer.Exit(code=1)
+    _print_summary(summarize(results, wall_seconds=sum(r.seconds for r in results)), as_json)
 
 
 @app.command("check")

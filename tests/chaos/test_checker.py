@@ -590,3 +590,25 @@ def test_any_anomaly_count_makes_the_result_not_ok() -> None:
         changes: dict[str, Any] = {COUNT_OF_KIND[kind]: 1}
         assert not replace(CheckResult(), **changes).ok
     assert CheckResult(lost_acks1=3, duplicates_non_idempotent=2, indeterminate=5).ok
+
+
+def test_report_reads_finished_schedules_across_run_folders(tmp_path: Path) -> None:
+    from strandline.chaos.report import SCHEDULE_FILE, load_results
+
+    lossy = clean_history()
+    lossy = [op for op in lossy if not (op["f"] == "final-read" and op["offset"] == 0)]
+    for run, seed, ops in (("a", 3, clean_history()), ("b", 1, lossy)):
+        folder = tmp_path / run / f"seed-{seed}"
+        folder.mkdir(parents=True)
+        (folder / "check.json").write_text(json.dumps(check(ops, seed=seed).to_json()))
+        (folder / SCHEDULE_FILE).write_text(
+            json.dumps({"seed": seed, "seconds": 40.0, "faults": ["kill", "pause"]})
+        )
+    (tmp_path / "b" / "seed-9").mkdir()  # unfinished: no check.json, not counted
+    results = load_results([tmp_path / "a", tmp_path / "b"])
+    assert [r.seed for r in results] == [1, 3]
+    assert results[0].faults == ["kill", "pause"] and results[0].seconds == 40.0
+    summary = summarize(results, wall_seconds=80.0)
+    assert summary["schedules"] == 2 and summary["lost"] == results[0].check.lost >= 1
+    assert [a["seed"] for a in summary["anomalies"]] == [1] * len(summary["anomalies"])
+    assert summary["schedules_per_hour"] == pytest.approx(90.0)
