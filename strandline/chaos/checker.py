@@ -136,6 +136,8 @@ class CheckResult:
     unclean_elections: int = 0  # state-change ops whose event mentions "unclean"
     anomalies: list[Anomaly] = field(default_factory=list)  # capped per kind; counts are exact
     unavailability: dict[str, list[float]] = field(default_factory=dict)
+    # Per window, the longest gap of the worst partition (see `check`).
+    partition_unavailability: dict[str, list[float]] = field(default_factory=dict)
     recovery: dict[str, list[float]] = field(default_factory=dict)
     unrecovered: dict[str, int] = field(default_factory=dict)
 
@@ -195,6 +197,7 @@ def check(
     failed: set[str] = set()
     indeterminate: set[str] = set()
     ok_times: list[float] = []
+    ok_times_by_tp: dict[TP, list[float]] = defaultdict(list)
     last_send = 0.0
     final: dict[TP, dict[int, str]] = defaultdict(dict)
     positions: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
@@ -211,6 +214,7 @@ def check(
             kind = op["type"]
             if kind == "ok":
                 ok_times.append(_t(op))
+                ok_times_by_tp[(op["topic"], op["partition"])].append(_t(op))
                 acked.setdefault(value, op)
             elif kind == "fail":
                 failed.add(value)
@@ -260,6 +264,15 @@ def check(
     horizon = _t(ordered[-1]) if ordered else 0.0
     windows = fault_windows(fault_ops, horizon=horizon)
     unavailability, recovery, unrecovered = _availability(windows, ok_times, last_send, grace)
+    # The same measure per partition, worst partition per window: a fault that stops
+    # one partition while the others go on is invisible in the cluster-wide figure.
+    partition_unavailability: dict[str, list[float]] = {}
+    for times in ok_times_by_tp.values():
+        per_tp, _recovery, _unrecovered = _availability(windows, times, last_send, grace)
+        for kind, values in per_tp.items():
+            worst = partition_unavailability.setdefault(kind, [0.0] * len(values))
+            for i, value in enumerate(values):
+                worst[i] = max(worst[i], value)
 
     unacked_info = indeterminate - acked.keys()
     unacked_failed = failed - acked.keys()
@@ -287,6 +300,7 @@ def check(
         unclean_elections=unclean,
         anomalies=found.items,
         unavailability=unavailability,
+        partition_unavailability=partition_unavailability,
         recovery=recovery,
         unrecovered=unrecovered,
     )

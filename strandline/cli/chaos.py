@@ -138,12 +138,15 @@ def explore(
 def report(
     run_dirs: Annotated[list[Path], typer.Argument(help="Folders written by run or explore")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    recheck: Annotated[
+        bool, typer.Option("--recheck", help="Run the checker again on every history")
+    ] = False,
 ) -> None:
     """Summarize finished schedules again, across one or more run folders (explores run
     side by side are read as one)."""
     from strandline.chaos.report import load_results, summarize
 
-    results = load_results(run_dirs)
+    results = load_results(run_dirs, recheck=recheck)
     if not results:
         err_console.print(f"no finished schedules (seed-*/check.json) under {run_dirs}")
         raise typer.Exit(code=1)

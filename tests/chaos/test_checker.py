@@ -612,3 +612,36 @@ def test_report_reads_finished_schedules_across_run_folders(tmp_path: Path) -> N
     assert summary["schedules"] == 2 and summary["lost"] == results[0].check.lost >= 1
     assert [a["seed"] for a in summary["anomalies"]] == [1] * len(summary["anomalies"])
     assert summary["schedules_per_hour"] == pytest.approx(90.0)
+
+
+def test_worst_partition_unavailability_sees_one_stalled_partition() -> None:
+    """Partition 0 acks every 0.5 s throughout; partition 1 stops from t=2 to t=5.5
+    during a kill from 2 to 4: the cluster-wide gap is 0.5 s, the worst partition's 3.5 s."""
+    ops: list[Op] = []
+    offsets = [0, 0]
+    for i in range(21):
+        t = i * 0.5
+        for partition in (0, 1):
+            if partition == 1 and 2.0 < t < 5.5:
+                continue
+            value = f"v{partition}-{i}"
+            ops.append(
+                send(
+                    t,
+                    value,
+                    offsets[partition],
+                    partition=partition,
+                    seq=i,
+                    producer=f"p{partition}",
+                )
+            )
+            ops.append(final(offsets[partition], value, partition=partition))
+            offsets[partition] += 1
+    ops += [fault(2.0, "kill", "start", 1), fault(4.0, "kill", "end", 1)]
+    result = check(ops, grace=None)
+    assert result.ok
+    assert result.unavailability["kill"] == [pytest.approx(0.5)]
+    assert result.partition_unavailability["kill"] == [pytest.approx(3.5)]
+    assert CheckResult.from_json(result.to_json()).partition_unavailability == {
+        "kill": [pytest.approx(3.5)]
+    }
