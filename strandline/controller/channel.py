@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
-from strandline.controller.requests import (
+from kio.schema.errors import ErrorCode
+
+from strandline.errors import KafkaError
+from strandline.protocol.controller_requests import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
@@ -20,6 +24,9 @@ from strandline.controller.requests import (
 log = logging.getLogger(__name__)
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+# Called with the broker's answer (its top-level or first partition error, else NONE).
+# Never called when the request is dropped because the broker died or we resigned.
+OnAnswer = Callable[[ErrorCode], None]
 
 
 class BrokerEndpoint(Protocol):
@@ -29,7 +36,9 @@ class BrokerEndpoint(Protocol):
 
 
 class RemoteSender(Protocol):
-    async def send(self, broker_id: int, request: ControllerRequest) -> None: ...
+    async def send(
+        self, broker_id: int, request: ControllerRequest, on_answer: OnAnswer | None = None
+    ) -> None: ...
 
     async def remove_brokers(self, broker_ids: set[int]) -> None: ...
 
@@ -42,16 +51,26 @@ class ControllerChannel:
         self.local = local
         self.remote = remote
 
-    async def _send(self, broker_id: int, request: ControllerRequest) -> None:
+    async def _send(
+        self, broker_id: int, request: ControllerRequest, on_answer: OnAnswer | None = None
+    ) -> None:
         if broker_id == self.local_broker_id:
             # The remote sends queued just before wait for their sender tasks, and this
             # loop is about to be busy applying locally (hundreds of leaders, each an
             # fsynced checkpoint): yield once so those requests are on the wire first
             # and the other brokers do their part at the same time as we do ours.
             await asyncio.sleep(0)
-            await self.local.apply_controller_request(request)
+            if on_answer is None:
+                await self.local.apply_controller_request(request)
+                return
+            try:
+                await self.local.apply_controller_request(request)
+            except KafkaError as e:
+                on_answer(e.code)
+            else:
+                on_answer(ErrorCode.none)
         elif self.remote is not None:
-            await self.remote.send(broker_id, request)
+            await self.remote.send(broker_id, request, on_answer)
         else:
             log.error("no channel to broker %d for %s", broker_id, type(request).__name__)
 
@@ -61,8 +80,10 @@ class ControllerChannel:
     async def send_update_metadata(self, broker_id: int, request: UpdateMetadataRequest) -> None:
         await self._send(broker_id, request)
 
-    async def send_stop_replica(self, broker_id: int, request: StopReplicaRequest) -> None:
-        await self._send(broker_id, request)
+    async def send_stop_replica(
+        self, broker_id: int, request: StopReplicaRequest, on_answer: OnAnswer | None = None
+    ) -> None:
+        await self._send(broker_id, request, on_answer)
 
     async def remove_brokers(self, broker_ids: set[int]) -> None:
         if self.remote is not None:

@@ -49,6 +49,13 @@ class ControllerContext:
     assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     partition_states: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
+    # Topics being deleted (Kafka's TopicDeletionManager): per topic and broker, the
+    # replicas whose StopReplica(delete=true) has not been answered with success yet.
+    # A deleted topic's partitions leave `assignments` and `partition_states` at once,
+    # so no election, LeaderAndIsr or UpdateMetadata brings them back.
+    replicas_to_delete: dict[str, dict[int, tuple[TopicPartition, ...]]] = field(
+        default_factory=dict
+    )
     shutting_down_brokers: set[int] = field(default_factory=set)
 
     @property
@@ -70,6 +77,33 @@ class ControllerContext:
     def is_online(self, tp: TopicPartition) -> bool:
         state = self.partition_states.get(tp)
         return state is not None and state.leader in self.live_brokers
+
+    def begin_topic_deletion(self, topic: str) -> dict[int, tuple[TopicPartition, ...]]:
+        """Take `topic` out of the live assignment; returns its replicas per broker."""
+        pending = self.replicas_to_delete.get(topic)
+        if pending is not None:
+            return pending
+        per_broker: dict[int, list[TopicPartition]] = {}
+        for tp in self.partitions_of(topic):
+            for broker_id in self.assignments[tp]:
+                per_broker.setdefault(broker_id, []).append(tp)
+        self.remove_topic(topic)
+        self.topics_to_delete.add(topic)
+        pending = {b: tuple(tps) for b, tps in sorted(per_broker.items())}
+        self.replicas_to_delete[topic] = pending
+        return pending
+
+    def replica_deleted(self, topic: str, broker_id: int) -> bool:
+        """A broker confirmed its replicas of `topic` gone; True once none is left."""
+        pending = self.replicas_to_delete.get(topic)
+        if pending is None:
+            return False
+        pending.pop(broker_id, None)
+        return not pending
+
+    def finish_topic_deletion(self, topic: str) -> None:
+        self.replicas_to_delete.pop(topic, None)
+        self.topics_to_delete.discard(topic)
 
     def remove_topic(self, topic: str) -> None:
         for tp in self.partitions_of(topic):

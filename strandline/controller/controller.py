@@ -22,12 +22,6 @@ from strandline.controller.channel import ControllerChannel
 from strandline.controller.context import ControllerContext, LeaderIsr, LiveBroker
 from strandline.controller.decisions import Election
 from strandline.controller.reassignment import Reassignment
-from strandline.controller.requests import (
-    BrokerInfo,
-    LeaderAndIsrRequest,
-    StopReplicaRequest,
-    UpdateMetadataRequest,
-)
 from strandline.coordination import znodes
 from strandline.coordination.zk_client import ZkClient
 from strandline.errors import (
@@ -36,7 +30,13 @@ from strandline.errors import (
     NotControllerError,
     StaleBrokerEpochError,
 )
-from strandline.server.state_change_log import StateChangeLog
+from strandline.protocol.controller_requests import (
+    BrokerInfo,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from strandline.state_change_log import StateChangeLog
 from strandline.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,8 @@ class Controller:
         # Reassignments in progress (Kafka's partitionsBeingReassigned); rebuilt from
         # /admin/reassign_partitions on failover.
         self.reassignments: dict[TopicPartition, Reassignment] = {}
+        # (topic, broker) whose StopReplica(delete=true) awaits its answer.
+        self._deletions_in_flight: set[tuple[str, int]] = set()
         self._rebalance_task: asyncio.Task[None] | None = None
 
     @property
@@ -164,6 +166,7 @@ class Controller:
             "TopicChange": self._on_topic_change,
             "PartitionModifications": self._on_partition_modifications,
             "TopicDeletion": self._on_topic_deletion,
+            "TopicDeletionStopReplicaResponse": self._on_stop_replica_answer,
             "IsrChangeNotification": self._on_isr_change_notification,
             "PreferredReplicaElection": self._on_preferred_replica_election,
             "ControlledShutdown": self._on_controlled_shutdown,
@@ -205,6 +208,7 @@ class Controller:
         )
         self.ctx = None
         self.reassignments = {}
+        self._deletions_in_flight = set()
         self._stop_rebalance_timer()
 
     async def _on_controller_failover(self, epoch: int) -> None:
@@ -212,6 +216,7 @@ class Controller:
         ZooKeeper, finish half-done work, and tell every live broker the state."""
         ctx = ControllerContext(broker_id=self.broker_id, epoch=epoch)
         self.ctx = ctx
+        self._deletions_in_flight = set()
         self.state_change_log.record("controller-elected", controller_epoch=epoch)
         log.info("broker %d is now the controller (epoch %d)", self.broker_id, epoch)
         await self._load_context(ctx)
@@ -244,8 +249,14 @@ class Controller:
         await self._send_leader_and_isr(sorted(ctx.partition_states))
         if self.on_elected is not None:
             await self.on_elected(epoch)
-        if ctx.topics_to_delete:
-            await self._on_topic_deletion(ControllerEvent("TopicDeletion"))
+        if ctx.replicas_to_delete:
+            # Deletions a previous controller left pending start over: every replica is
+            # asked again (deleting what is gone already is a no-op on the broker).
+            deleting = sorted(ctx.replicas_to_delete)
+            await self._send_update_metadata(
+                sorted(ctx.live_brokers), [], deleted_topics=tuple(deleting)
+            )
+            await self._resume_topic_deletions(deleting)
         # Reassignments a previous controller left half done resume through the
         # /admin/reassign_partitions watch registered above (its first firing).
         if self.rebalance.enable:
@@ -274,7 +285,8 @@ class Controller:
         }
         for topic in await asyncio.to_thread(self.zk.get_all_topics):
             await self._load_topic(ctx, topic)
-        ctx.topics_to_delete = set(await asyncio.to_thread(self.zk.get_topics_marked_for_deletion))
+        for topic in await asyncio.to_thread(self.zk.get_topics_marked_for_deletion):
+            ctx.begin_topic_deletion(topic)
 
     async def _load_topic(self, ctx: ControllerContext, topic: str) -> list[TopicPartition]:
         """Read a topic's assignment and partition states; return partitions new to ctx."""
@@ -326,6 +338,11 @@ class Controller:
         )
         ctx.live_brokers = current
         ctx.shutting_down_brokers -= dead | started
+        # Their StopReplica answers will never come (the sender drops requests to a
+        # dead broker): the replicas are asked again when the broker is back.
+        self._deletions_in_flight = {
+            (t, b) for t, b in self._deletions_in_flight if b not in dead | started
+        }
         if dead:
             await self.channel.remove_brokers(dead)
             await self._apply(decisions.on_brokers_failed(ctx, dead, self.unclean))
@@ -338,12 +355,14 @@ class Controller:
             await self._apply(decisions.elect_new_partitions(ctx, new_parts), new_partitions=True)
             await self._apply(decisions.elect_offline_partitions(ctx, self.unclean))
             await self._send_leader_and_isr(sorted(set(on_new)), only_brokers=started)
+            # Topic deletions waiting for these brokers' replicas go on.
+            await self._resume_topic_deletions(sorted(ctx.replicas_to_delete), started)
         await self._complete_reassignments(sorted(self.reassignments))
 
     async def _on_topic_change(self, event: ControllerEvent) -> None:
         ctx = self._ctx()
         topics = set(await asyncio.to_thread(self.zk.get_all_topics))
-        new_topics = topics - ctx.topics()
+        new_topics = topics - ctx.topics() - ctx.topics_to_delete
         added: list[TopicPartition] = []
         for topic in sorted(new_topics):
             added += await self._load_topic(ctx, topic)
@@ -366,35 +385,105 @@ class Controller:
             await self._apply(decisions.elect_new_partitions(ctx, added), new_partitions=True)
 
     async def _on_topic_deletion(self, event: ControllerEvent) -> None:
-        """TopicDeletionManager, simplified: stop and delete every replica, then
-        remove the znodes, then tell every broker the topic is gone."""
+        """Kafka's TopicDeletionManager: a topic marked in /admin/delete_topics leaves
+        the brokers' metadata at once; every replica gets StopReplica(delete=true); the
+        znodes go only once every replica's broker answered, so a replica on an offline
+        broker keeps the deletion pending until that broker is back."""
         ctx = self._ctx()
         marked = set(await asyncio.to_thread(self.zk.get_topics_marked_for_deletion))
-        for topic in sorted(marked):
-            tps = ctx.partitions_of(topic)
-            per_broker: dict[int, list[TopicPartition]] = {}
-            for tp in tps:
-                for r in ctx.assignments[tp]:
-                    per_broker.setdefault(r, []).append(tp)
-            for broker_id, broker_tps in per_broker.items():
-                if broker_id in ctx.live_brokers:
-                    await self.channel.send_stop_replica(
-                        broker_id,
-                        StopReplicaRequest(
-                            self.broker_id,
-                            ctx.epoch,
-                            ctx.live_brokers[broker_id].broker_epoch,
-                            tuple(broker_tps),
-                            delete_partitions=True,
-                        ),
-                    )
-            await asyncio.to_thread(self.zk.delete_topic_znodes, topic)
-            ctx.remove_topic(topic)
-            self._watched_topics.discard(topic)
+        started = []
+        for topic in sorted(marked - set(ctx.replicas_to_delete)):
+            replicas = ctx.begin_topic_deletion(topic)
             for tp in [tp for tp in self.reassignments if tp.topic == topic]:
                 del self.reassignments[tp]
-            self.state_change_log.record("topic-deleted", topic=topic)
-            await self._send_update_metadata(sorted(ctx.live_brokers), [], deleted_topics=(topic,))
+            self.state_change_log.record(
+                "topic-deletion-started",
+                topic=topic,
+                replicas={str(b): [tp.partition for tp in tps] for b, tps in replicas.items()},
+            )
+            started.append(topic)
+        if started:
+            # Brokers forget the topic now (Kafka sends LeaderDuringDelete): DeleteTopics
+            # answers and clients stop using it while replicas are still being deleted.
+            await self._send_update_metadata(
+                sorted(ctx.live_brokers), [], deleted_topics=tuple(started)
+            )
+        await self._resume_topic_deletions(started)
+
+    async def _resume_topic_deletions(
+        self, topics: list[str], only_brokers: set[int] | None = None
+    ) -> None:
+        """Send StopReplica(delete=true) for the replicas of `topics` still on disk, to
+        live brokers (only `only_brokers` if given); log the ones waiting for a broker."""
+        ctx = self._ctx()
+        for topic in topics:
+            pending = ctx.replicas_to_delete.get(topic)
+            if pending is None:
+                continue
+            if not pending:
+                await self._complete_topic_deletion(topic)
+                continue
+            offline = sorted(b for b in pending if b not in ctx.live_brokers)
+            if offline:
+                self.state_change_log.record(
+                    "topic-deletion-pending",
+                    topic=topic,
+                    offline_replicas={str(b): [tp.partition for tp in pending[b]] for b in offline},
+                )
+            for broker_id, tps in sorted(pending.items()):
+                live = ctx.live_brokers.get(broker_id)
+                if live is None or (only_brokers is not None and broker_id not in only_brokers):
+                    continue
+                if (topic, broker_id) in self._deletions_in_flight:
+                    continue
+                self._deletions_in_flight.add((topic, broker_id))
+                await self.channel.send_stop_replica(
+                    broker_id,
+                    StopReplicaRequest(
+                        self.broker_id, ctx.epoch, live.broker_epoch, tps, delete_partitions=True
+                    ),
+                    on_answer=self._stop_replica_answered(topic, broker_id),
+                )
+
+    def _stop_replica_answered(self, topic: str, broker_id: int) -> Callable[[ErrorCode], None]:
+        def answered(code: ErrorCode) -> None:
+            self.put(
+                ControllerEvent(
+                    "TopicDeletionStopReplicaResponse",
+                    topic=topic,
+                    broker_id=broker_id,
+                    payload=code,
+                )
+            )
+
+        return answered
+
+    async def _on_stop_replica_answer(self, event: ControllerEvent) -> None:
+        ctx = self._ctx()
+        assert event.topic is not None and event.broker_id is not None
+        self._deletions_in_flight.discard((event.topic, event.broker_id))
+        if event.topic not in ctx.replicas_to_delete:
+            return
+        code: ErrorCode = event.payload
+        if code != ErrorCode.none:
+            # Kafka's ReplicaDeletionIneligible: retried when the broker starts again.
+            self.state_change_log.record(
+                "topic-deletion-replica-failed",
+                topic=event.topic,
+                broker_id=event.broker_id,
+                error=code.name,
+            )
+            return
+        if ctx.replica_deleted(event.topic, event.broker_id):
+            await self._complete_topic_deletion(event.topic)
+
+    async def _complete_topic_deletion(self, topic: str) -> None:
+        ctx = self._ctx()
+        await asyncio.to_thread(self.zk.delete_topic_znodes, topic)
+        ctx.finish_topic_deletion(topic)
+        self._watched_topics.discard(topic)
+        self.state_change_log.record("topic-deleted", topic=topic)
+        await self._send_update_metadata(sorted(ctx.live_brokers), [], deleted_topics=(topic,))
 
     async def _on_isr_change_notification(self, event: ControllerEvent) -> None:
         """A leader changed an ISR in ZooKeeper: reload those states and propagate."""
@@ -589,7 +678,7 @@ class Controller:
 
     async def _remove_replicas(self, tp: TopicPartition, removing: tuple[int, ...]) -> None:
         """Steps 8-9: stop and delete the replicas that are not in the target. A dead
-        broker's copy is left on its disk (Kafka retries when it returns; we do not)."""
+        broker's copy is deleted by that broker when it starts again (a stray log)."""
         ctx = self._ctx()
         for broker_id in removing:
             live = ctx.live_brokers.get(broker_id)

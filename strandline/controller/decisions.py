@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from strandline.controller.context import NO_LEADER, ControllerContext, LeaderIsr
-from strandline.controller.requests import PartitionState
+from strandline.protocol.controller_requests import PartitionState
 from strandline.types import TopicPartition
 
 

@@ -11,14 +11,16 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from kio.schema.errors import ErrorCode
+
 from strandline.client.connection import KafkaConnection
-from strandline.controller.channel import ControllerRequest
-from strandline.controller.requests import (
+from strandline.controller.channel import ControllerRequest, OnAnswer
+from strandline.protocol import controller_messages as cm
+from strandline.protocol.controller_requests import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from strandline.protocol import controller_messages as cm
 
 log = logging.getLogger(__name__)
 
@@ -38,21 +40,37 @@ def to_wire(request: ControllerRequest) -> object:
     raise TypeError(f"not a controller request: {request!r}")
 
 
+def answer_error(request: ControllerRequest, response: object) -> ErrorCode:
+    """The error a broker's answer carries: top-level first, then any partition's."""
+    if isinstance(request, StopReplicaRequest):
+        parsed = cm.stop_replica_response_from_wire(response)  # type: ignore[arg-type]
+        if parsed.error_code != ErrorCode.none:
+            return parsed.error_code
+        for code in parsed.partition_errors.values():
+            if code != ErrorCode.none:
+                return code
+        return ErrorCode.none
+    error_code = getattr(response, "error_code", ErrorCode.none)
+    return error_code if isinstance(error_code, ErrorCode) else ErrorCode.none
+
+
 class BrokerRequestSender:
     def __init__(self, controller_id: int, endpoint_of: Callable[[int], Endpoint | None]) -> None:
         self.controller_id = controller_id
         self.endpoint_of = endpoint_of
-        self._queues: dict[int, asyncio.Queue[ControllerRequest]] = {}
+        self._queues: dict[int, asyncio.Queue[tuple[ControllerRequest, OnAnswer | None]]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
-    async def send(self, broker_id: int, request: ControllerRequest) -> None:
+    async def send(
+        self, broker_id: int, request: ControllerRequest, on_answer: OnAnswer | None = None
+    ) -> None:
         queue = self._queues.get(broker_id)
         if queue is None:
             queue = self._queues[broker_id] = asyncio.Queue()
             self._tasks[broker_id] = asyncio.create_task(
                 self._run(broker_id, queue), name=f"controller-send-{broker_id}"
             )
-        queue.put_nowait(request)
+        queue.put_nowait((request, on_answer))
 
     async def remove_brokers(self, broker_ids: set[int]) -> None:
         for broker_id in broker_ids:
@@ -64,11 +82,13 @@ class BrokerRequestSender:
     async def close(self) -> None:
         await self.remove_brokers(set(self._tasks))
 
-    async def _run(self, broker_id: int, queue: asyncio.Queue[ControllerRequest]) -> None:
+    async def _run(
+        self, broker_id: int, queue: asyncio.Queue[tuple[ControllerRequest, OnAnswer | None]]
+    ) -> None:
         conn: KafkaConnection | None = None
         try:
             while True:
-                request = await queue.get()
+                request, on_answer = await queue.get()
                 wire = to_wire(request)
                 while True:
                     endpoint = self.endpoint_of(broker_id)
@@ -79,7 +99,9 @@ class BrokerRequestSender:
                             conn = await KafkaConnection.open(
                                 *endpoint, client_id=f"controller-{self.controller_id}"
                             )
-                        await conn.send(wire, timeout=REQUEST_TIMEOUT_S)
+                        response = await conn.send(wire, timeout=REQUEST_TIMEOUT_S)
+                        if on_answer is not None:
+                            on_answer(answer_error(request, response))
                         break
                     except (TimeoutError, OSError) as e:
                         log.debug(

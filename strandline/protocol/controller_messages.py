@@ -1,7 +1,7 @@
 """Conversion between the controller's plain requests and their Kafka wire classes.
 
 The controller and the broker work with the plain dataclasses of
-`strandline.controller.requests`; on the wire those travel as LeaderAndIsr (4),
+`strandline.protocol.controller_requests`; on the wire those travel as LeaderAndIsr (4),
 StopReplica (5), UpdateMetadata (6) and ControlledShutdown (7), whose kio-style
 classes live in `strandline.protocol.controller_schema`. This module maps one onto
 the other in both directions, and defines the plain form of the responses (a
@@ -38,14 +38,14 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.constants import uuid_zero
 from kio.static.primitive import i8, i16, i32, i64
 
-from strandline.controller.requests import (
+from strandline.errors import InvalidRequestError
+from strandline.protocol.controller_requests import (
     BrokerInfo,
     LeaderAndIsrRequest,
     PartitionState,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from strandline.errors import InvalidRequestError
 from strandline.protocol.controller_schema import (
     CONTROLLED_SHUTDOWN,
     LEADER_AND_ISR,

@@ -20,16 +20,16 @@ from strandline.client.connection import KafkaConnection
 from strandline.controller.channel import ControllerChannel, ControllerRequest
 from strandline.controller.controller import Controller, ControllerEvent, RebalanceSettings
 from strandline.controller.remote_sender import BrokerRequestSender
-from strandline.controller.requests import (
-    LeaderAndIsrRequest,
-    StopReplicaRequest,
-    UpdateMetadataRequest,
-)
 from strandline.coordination import znodes
 from strandline.coordination.cluster_id import get_or_create_cluster_id
 from strandline.coordination.zk_client import ZkClient, on_loop
 from strandline.errors import StaleBrokerEpochError, StaleControllerEpochError
 from strandline.protocol import controller_messages as cm
+from strandline.protocol.controller_requests import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
 from strandline.server.config import BrokerConfig
 from strandline.server.group_service import GroupService, group_config_from_props
 from strandline.server.logging_setup import configure_logging
@@ -38,9 +38,9 @@ from strandline.server.network import SocketServer
 from strandline.server.producer_ids import ProducerIdManager
 from strandline.server.replica_fetcher import ReplicaFetcherManager
 from strandline.server.replica_manager import ReplicaManager
-from strandline.server.state_change_log import StateChangeLog
 from strandline.server.topic_admin import TopicAdmin
 from strandline.server.topic_configs import TopicConfigs
+from strandline.state_change_log import StateChangeLog
 from strandline.storage.cleaner import clean as clean_segments
 from strandline.storage.log_manager import LogManager
 from strandline.types import TopicPartition
@@ -72,6 +72,23 @@ class Broker:
     def now_ms() -> int:
         return int(time.time() * 1000)
 
+    def _delete_stray_logs(self) -> list[TopicPartition]:
+        """Logs on disk whose partition ZooKeeper no longer assigns to this broker. A topic
+        still marked for deletion keeps its znodes, so its replicas stay for the
+        controller's StopReplica (which completes the deletion)."""
+        assignments = {
+            topic: self.zk.get_topic_assignment(topic)
+            for topic in {tp.topic for tp in self.log_manager.all_logs()}
+        }
+
+        def is_hosted(tp: TopicPartition) -> bool:
+            assignment = assignments[tp.topic]
+            return assignment is not None and self.config.broker_id in assignment.get(
+                tp.partition, ()
+            )
+
+        return self.log_manager.delete_stray_logs(is_hosted)
+
     async def startup(self) -> None:
         cfg = self.config
         await asyncio.to_thread(self.zk.connect)
@@ -87,6 +104,10 @@ class Broker:
         await asyncio.to_thread(
             self.log_manager.load_all, self.now_ms(), self.topic_configs.log_config_for
         )
+        # Before registering, so no LeaderAndIsr can hand an old replica's files to a
+        # new topic of the same name.
+        for tp in await asyncio.to_thread(self._delete_stray_logs):
+            self.state_change_log.record("stray-replica-deleted", tp=tp)
         self.replica_manager = ReplicaManager(
             cfg.broker_id,
             self.log_manager,

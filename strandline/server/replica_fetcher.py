@@ -22,8 +22,8 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from strandline.client.connection import KafkaConnection
-from strandline.controller.requests import BrokerInfo
 from strandline.errors import KafkaError, StorageError
+from strandline.protocol.controller_requests import BrokerInfo
 from strandline.replication.follower import FetchState
 from strandline.replication.truncation import EpochEndOffset, truncation_on_offset_out_of_range
 from strandline.server.replica_manager import HostedPartition, ReplicaManager

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from strandline.controller.requests import BrokerInfo, PartitionState
 from strandline.errors import (
     KafkaError,
     NotEnoughReplicasError,
@@ -27,11 +26,12 @@ from strandline.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
+from strandline.protocol.controller_requests import BrokerInfo, PartitionState
 from strandline.replication.follower import FollowerState, follower_high_watermark
 from strandline.replication.partition import Partition
 from strandline.replication.truncation import TruncationMode
 from strandline.server.purgatory import Purgatory
-from strandline.server.state_change_log import StateChangeLog
+from strandline.state_change_log import StateChangeLog
 from strandline.storage.config import LogConfig
 from strandline.storage.log import AppendInfo, Log
 from strandline.storage.log_manager import LogManager

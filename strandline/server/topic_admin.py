@@ -103,6 +103,9 @@ class TopicAdmin:
             self._check_manual_assignment(assignment, expected_from=0)
             num_partitions = len(assignment)
             replication_factor = len(next(iter(assignment.values())))
+        if name in await asyncio.to_thread(self.zk.get_topics_marked_for_deletion):
+            # Kafka's answer too: the name is taken until every old replica is deleted.
+            raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
         if await asyncio.to_thread(self.zk.get_topic_assignment, name) is not None:
             raise TopicExistsError(f"topic {name!r} already exists")
         if not validate_only:

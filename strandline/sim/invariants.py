@@ -7,6 +7,10 @@
 - Replica logs are identical below the HW: every follower that is fetching (done with
   truncation) holds the leader's records below its own HW.
 - After `settle()`: every replica holds exactly the leader's log (the logs converge).
+- min.insync.replicas (Kafka's acks=all promise): an acks=all write is acknowledged only
+  if, at the moment of the ack, at least min.insync.replicas members of the ISR hold the
+  record in their logs; and an acks=all write is appended only while the ISR has at
+  least min.insync.replicas members (else NOT_ENOUGH_REPLICAS, nothing written).
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ from strandline.sim.simulator import NAMES, NO_LEADER, Simulator
 
 def check_step(sim: Simulator) -> list[str]:
     problems: list[str] = []
+    if (
+        len(sim.acks_all_acks) > sim.acks_all_acks_checked
+        or len(sim.acks_all_appends) > sim.acks_all_appends_checked
+    ):
+        problems.extend(_min_insync_replicas(sim))
     for replica in sim.replicas:
         if replica.alive and replica.high_watermark > replica.log_end_offset:
             problems.append(
@@ -55,6 +64,31 @@ def check_step(sim: Simulator) -> list[str]:
                 f"{NAMES[sim.leader]} differ at offset {offset} < HW {limit}"
             )
     return problems
+
+
+def _min_insync_replicas(sim: Simulator) -> list[str]:
+    min_isr = sim.config.min_insync_replicas
+    problems = []
+    for value, isr in sim.acks_all_appends[sim.acks_all_appends_checked :]:
+        if len(isr) < min_isr:
+            problems.append(
+                f"acks-all-appended-below-min-isr: {value} appended with ISR "
+                f"{_names(isr)} < min.insync.replicas {min_isr}"
+            )
+    sim.acks_all_appends_checked = len(sim.acks_all_appends)
+    for ack in sim.acks_all_acks[sim.acks_all_acks_checked :]:
+        if len(ack.holders) < min_isr:
+            problems.append(
+                f"acks-all-acked-below-min-isr: {ack.value} (offset {ack.offset}) acked "
+                f"with ISR {_names(ack.isr)}, held by {_names(ack.holders)} < "
+                f"min.insync.replicas {min_isr}"
+            )
+    sim.acks_all_acks_checked = len(sim.acks_all_acks)
+    return problems
+
+
+def _names(brokers: frozenset[int]) -> str:
+    return "{" + ",".join(NAMES[b] for b in sorted(brokers)) + "}"
 
 
 def _committed_lost(sim: Simulator) -> list[str]:

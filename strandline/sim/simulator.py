@@ -11,7 +11,7 @@ losses fall outside Kafka's guarantee).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -39,6 +39,16 @@ class SimConfig:
     replica_lag_time_max_ms: int = 500
     step_ms: int = 50
     initial_leader: int = 0
+
+
+class AcksAllAck(NamedTuple):
+    """An acks=all produce answered with success, and who held the record at that moment."""
+
+    offset: int
+    value: str
+    isr: frozenset[int]
+    # ISR members whose log held the record when the ack went out (see `_ack_holders`).
+    holders: frozenset[int]
 
 
 class FetchResponse:
@@ -150,6 +160,13 @@ class Simulator:
         self.acked: list[str] = []
         self.failed_produces: list[tuple[str, str]] = []
         self.waiting_produces: list[tuple[int, str]] = []  # (offset, value) for acks=all
+        # For the min.insync.replicas invariants: every acks=all append accepted (with the
+        # ISR it was accepted under) and every acks=all ack. The invariants read them
+        # from a cursor, so each entry is judged once.
+        self.acks_all_appends: list[tuple[str, frozenset[int]]] = []
+        self.acks_all_acks: list[AcksAllAck] = []
+        self.acks_all_appends_checked = 0
+        self.acks_all_acks_checked = 0
         self.unclean_elections = 0
         self.record = record
         self.notes: list[str] = []
@@ -273,9 +290,29 @@ class Simulator:
                 still_waiting.append((offset, value))
             elif answer == ErrorCode.none:
                 self.acked.append(value)
+                self.acks_all_acks.append(
+                    AcksAllAck(offset, value, self.isr, self._ack_holders(leader, offset, value))
+                )
             else:
                 self.failed_produces.append((value, answer.name))
         self.waiting_produces = still_waiting
+
+    def _ack_holders(self, leader: Replica, offset: int, value: str) -> frozenset[int]:
+        """ISR members that hold the record at `offset`: the judge looks at the logs
+        themselves, not at the remote LEOs the leader's decision was made from."""
+        epoch = leader.epochs[offset]
+        holders = []
+        for broker_id in self.isr:
+            replica = self.replicas[broker_id]
+            if broker_id in self.unclean_shutdown_from or (
+                replica.log_end_offset > offset
+                and replica.values[offset] == value
+                and replica.epochs[offset] == epoch
+            ):
+                # A replica that lost unflushed data counts on trust until the leader
+                # hears its real LEO: Kafka's promise does not cover an unclean shutdown.
+                holders.append(broker_id)
+        return frozenset(holders)
 
     # -- events ----------------------------------------------------------------------
 
@@ -332,6 +369,7 @@ class Simulator:
         leader.values.append(value)
         if acks_all:
             self.waiting_produces.append((offset, value))
+            self.acks_all_appends.append((value, self.isr))
         else:
             self.acked.append(value)
         if self.record:

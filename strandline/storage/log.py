@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -920,7 +921,14 @@ class Log:
     def delete(self) -> None:
         if not self.closed:
             self._close_segments()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        # Renamed first, as Kafka does: a crash halfway leaves a `-delete` dir, which the
+        # next start removes, never a half-deleted partition dir that loads as a log.
+        doomed = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
+        try:
+            self.dir.rename(doomed)
+        except OSError:
+            doomed = self.dir
+        shutil.rmtree(doomed, ignore_errors=True)
 
     def _check_open(self) -> None:
         if self.closed:

@@ -185,6 +185,20 @@ class LogManager:
         if log is not None:
             log.delete()
 
+    def delete_stray_logs(
+        self, is_hosted: Callable[[TopicPartition], bool]
+    ) -> list[TopicPartition]:
+        """Delete the loaded logs of partitions this broker no longer hosts (their topic
+        was deleted, or the partition moved away, while the broker was down), so that a
+        new topic of the same name starts empty instead of reopening them."""
+        stray = [tp for tp in sorted(self._logs) if not is_hosted(tp)]
+        for tp in stray:
+            self.delete_log(tp)
+        if stray:
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+        return stray
+
     # ------------------------------------------------------------------ checkpoints
 
     def _by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:

@@ -21,8 +21,8 @@ from .support import (
 
 def test_controller_failover_raises_the_epoch_and_fences_the_old_one(cluster_factory) -> None:
     from strandline.client.connection import send_request
-    from strandline.controller.requests import LeaderAndIsrRequest, PartitionState
     from strandline.protocol.controller_messages import leader_and_isr_request_to_wire
+    from strandline.protocol.controller_requests import LeaderAndIsrRequest, PartitionState
 
     cluster = cluster_factory(brokers=3)
     before = cluster.status()

@@ -11,7 +11,7 @@ from strandline.controller.channel import ControllerChannel, ControllerRequest
 from strandline.controller.controller import Controller
 from strandline.coordination.zk_client import ZkClient
 from strandline.errors import NotControllerError
-from strandline.server.state_change_log import StateChangeLog
+from strandline.state_change_log import StateChangeLog
 
 
 class RecordingBroker:

@@ -14,15 +14,15 @@ from kio.schema.types import BrokerId, TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32, i64
 
-from strandline.controller.requests import (
+from strandline.errors import InvalidRequestError
+from strandline.protocol import controller_messages as cm
+from strandline.protocol.controller_requests import (
     BrokerInfo,
     LeaderAndIsrRequest,
     PartitionState,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from strandline.errors import InvalidRequestError
-from strandline.protocol import controller_messages as cm
 from strandline.protocol.controller_schema import (
     leader_and_isr_v5,
     leader_and_isr_v6,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from strandline.controller.requests import BrokerInfo, PartitionState
+from strandline.protocol.controller_requests import BrokerInfo, PartitionState
 from strandline.replication.follower import FetchState
 from strandline.server.replica_fetcher import BACKOFF_S, ReplicaFetcher, ReplicaFetcherManager
 from strandline.server.replica_manager import ReplicaManager
-from strandline.server.state_change_log import StateChangeLog
+from strandline.state_change_log import StateChangeLog
 from strandline.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from strandline.storage.config import LogConfig
 from strandline.storage.leader_epoch_cache import EpochEntry, parse_checkpoint

@@ -108,3 +108,43 @@ def test_tick_applies_retention_flush_and_checkpoints(tmp_path: Path) -> None:
     assert log.log_start_offset == 6 and log.log_end_offset == 6 and log.num_segments == 1
     mgr.tick(now_ms=100_000)
     assert "alpha 0 6" in (tmp_path / "log-start-offset-checkpoint").read_text()
+
+
+def test_stray_logs_are_deleted_and_a_same_named_log_starts_empty(tmp_path: Path) -> None:
+    mgr = manager([tmp_path])
+    for tp in (A0, A1, DASHED):
+        produce(mgr, tp, 5)
+    mgr.shutdown()
+
+    again = manager([tmp_path])
+    again.load_all(now_ms=0, topic_configs=lambda topic: LogConfig())
+    # alpha is gone from ZooKeeper; my-topic-7 still assigns partition 12 here.
+    assert again.delete_stray_logs(lambda tp: tp.topic != "alpha") == [A0, A1]
+    assert set(again.all_logs()) == {DASHED}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["my-topic-7-12"]
+    assert "alpha" not in (tmp_path / "recovery-point-offset-checkpoint").read_text()
+    reborn = again.get_or_create_log(A0, again.default_config, 0)
+    assert (reborn.log_start_offset, reborn.log_end_offset) == (0, 0)
+
+
+def test_a_deleted_log_is_renamed_before_removal(tmp_path: Path) -> None:
+    # A crash mid-removal must leave a `-delete` dir (removed at the next start), never a
+    # partly deleted `alpha-0` that would load as the partition.
+    mgr = manager([tmp_path])
+    produce(mgr, A0, 3)
+    log = mgr.get_log(A0)
+    assert log is not None
+    renamed: list[str] = []
+    original = Path.rename
+
+    def spy(self: Path, target: Path) -> Path:  # type: ignore[override]
+        renamed.append(Path(target).name)
+        return original(self, target)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "rename", spy)
+        mgr.delete_log(A0)
+    assert len(renamed) == 1
+    assert renamed[0].startswith("alpha-0.") and renamed[0].endswith("-delete")
+    assert parse_partition_dir(renamed[0]) is None
+    assert not any(p.is_dir() for p in tmp_path.iterdir())
