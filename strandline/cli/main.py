@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from strandline.cli import admin, broker, chaos, cluster, demo, groups, sim
+from strandline.cli import (
+    admin,
+    broker,
+    chaos,
+    cluster,
+    demo,
+    dump_log,
+    groups,
+    sim,
+    state_change_log,
+)
 
 app = typer.Typer(
     name="strandline",
@@ -17,10 +27,12 @@ app.command("demo")(demo.run_demo)
 app.command("reassign")(admin.reassign)
 app.command("elect")(admin.elect)
 app.command("verify-replicas")(admin.verify_replicas)
+app.command("dump-log")(dump_log.dump_log)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(groups.app, name="groups")
 app.add_typer(sim.app, name="sim")
 app.add_typer(chaos.app, name="chaos")
+app.add_typer(state_change_log.app, name="state-change-log")
 
 
 def main() -> None:

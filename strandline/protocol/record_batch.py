@@ -120,8 +120,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int, *, verify_crc: bo
     if header.magic != CURRENT_MAGIC:
         raise CorruptRecordError(f"unknown magic {header.magic} at position {pos}")
     if verify_crc:
-        end = pos + LOG_OVERHEAD + batch_length
-        actual = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end])
+        actual = batch_crc(buf, header)
         if actual != header.crc:
             raise CorruptRecordError(
                 f"CRC mismatch at position {pos}: "
@@ -130,6 +129,13 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int, *, verify_crc: bo
     if header.record_count < 0 or header.last_offset_delta < 0:
         raise CorruptRecordError(f"negative record count or offset delta at position {pos}")
     return header
+
+
+def batch_crc(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int:
+    """The CRC32C the batch `header` describes should carry (attributes to the batch's
+    end), computed over `buf`, which must hold the whole batch at `header.position`."""
+    start = header.position + ATTRIBUTES_OFFSET
+    return crc32c(memoryview(buf)[start : header.position + header.size])
 
 
 def iter_batches(

@@ -13,7 +13,7 @@ import bisect
 import os
 import struct
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 Writer = Callable[[int, bytes | bytearray | memoryview, int], int]
@@ -68,13 +68,25 @@ class _SparseIndex:
             keys.append(key)
             values.append(value)
         self.keys, self.values = keys, values
-        self._check()
+        for i, problem in self.ordering_problems(keys, values):
+            raise IndexCorruptError(f"{self.path} entry {i} {problem}")
 
-    def _check(self) -> None:
-        keys = self.keys
+    @classmethod
+    def decode(cls, data: bytes) -> list[tuple[int, int]]:
+        """The whole (key, value) entries in an index file's bytes, for offline tools;
+        a torn last entry is left out (its length shows as `len(data) % ENTRY.size`)."""
+        whole = len(data) - len(data) % cls.ENTRY.size
+        return list(cls.ENTRY.iter_unpack(data[:whole]))
+
+    @classmethod
+    def ordering_problems(
+        cls, keys: Sequence[int], values: Sequence[int]
+    ) -> Iterator[tuple[int, str]]:
+        """(entry number, what is wrong) for every entry that breaks the index's order;
+        lazy, so `load` stops at the first."""
         for i in range(1, len(keys)):
             if keys[i] <= keys[i - 1]:
-                raise IndexCorruptError(f"{self.path} entry {i} is not increasing")
+                yield i, "is not increasing"
 
     def encode(self, entries: Sequence[tuple[int, int]]) -> bytes:
         pack = self.ENTRY.pack
@@ -118,6 +130,17 @@ class OffsetIndex(_SparseIndex):
     KEY_TYPE = "L"
     VALUE_TYPE = "L"
 
+    @classmethod
+    def ordering_problems(
+        cls, keys: Sequence[int], values: Sequence[int]
+    ) -> Iterator[tuple[int, str]]:
+        yield from super().ordering_problems(keys, values)
+        # Every entry names a later batch of an append-only file, so a position that
+        # does not grow cannot come from a healthy segment.
+        for i in range(1, len(values)):
+            if values[i] <= values[i - 1]:
+                yield i, "position is not increasing"
+
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or below `offset`; (base, 0) if none."""
         i = bisect.bisect_right(self.keys, offset - self.base_offset) - 1
@@ -142,12 +165,14 @@ class TimeIndex(_SparseIndex):
     KEY_TYPE = "q"
     VALUE_TYPE = "L"
 
-    def _check(self) -> None:
-        super()._check()
-        values = self.values
+    @classmethod
+    def ordering_problems(
+        cls, keys: Sequence[int], values: Sequence[int]
+    ) -> Iterator[tuple[int, str]]:
+        yield from super().ordering_problems(keys, values)
         for i in range(1, len(values)):
             if values[i] < values[i - 1]:
-                raise IndexCorruptError(f"{self.path} entry {i} offset goes backwards")
+                yield i, "offset goes backwards"
 
     def lookup(self, timestamp: int) -> int:
         """Offset of the last entry with timestamp <= `timestamp`; the base if none."""
