@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -161,10 +161,9 @@ class Run:
         )
 
     def _teardown(self) -> None:
+        """Stop everything; the cluster's files stay until the check has passed."""
         if self.cluster is not None and not self.config.keep_cluster:
             self.cluster.stop()
-        if not self.config.keep_cluster:
-            shutil.rmtree(self.cluster_dir, ignore_errors=True)
 
     @staticmethod
     def _wait(what: str, probe: Any, timeout_s: float) -> bool:
@@ -310,9 +309,19 @@ class Run:
             )
             try:
                 for tp in others:
-                    hws[tp] = consumer.get_watermark_offsets(
-                        CkTopicPartition(tp.topic, tp.partition), timeout=10
-                    )[1]
+                    hw = self._high_watermark(consumer, tp)
+                    if hw is None:
+                        self.record(
+                            {
+                                "process": "checker",
+                                "f": "replica-compare-skipped",
+                                "type": "info",
+                                "topic": tp.topic,
+                                "partition": tp.partition,
+                            }
+                        )
+                    else:
+                        hws[tp] = hw
             finally:
                 consumer.close()
         for tp, hw in sorted(hws.items()):
@@ -335,6 +344,21 @@ class Run:
                     "detail": f"bytes {result.sizes}, differ {list(result.mismatched)}",
                 }
             )
+
+    @staticmethod
+    def _high_watermark(consumer: Consumer, tp: TopicPartition) -> int | None:
+        """A topic the admin thread created just before the heal may not be in every
+        broker's metadata yet: ask a few times, then give up on that partition."""
+        for _ in range(5):
+            try:
+                return int(
+                    consumer.get_watermark_offsets(
+                        CkTopicPartition(tp.topic, tp.partition), timeout=5
+                    )[1]
+                )
+            except KafkaException:
+                time.sleep(1)
+        return None
 
     def _copy_state_change_logs(self, cluster: LocalCluster) -> None:
         for broker in sorted(cluster.brokers):
@@ -436,6 +460,9 @@ class Run:
             self._teardown()
         ops = read_history(self.history_path)
         result: CheckResult = check_schedule(ops, config.seed)
+        if result.ok and not config.keep_cluster:
+            # A failed schedule keeps its segments, broker.out and configs for study.
+            shutil.rmtree(self.cluster_dir, ignore_errors=True)
         (self.folder / "check.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         (self.folder / SCHEDULE_FILE).write_text(
             json.dumps(

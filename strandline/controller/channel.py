@@ -60,15 +60,18 @@ class ControllerChannel:
             # fsynced checkpoint): yield once so those requests are on the wire first
             # and the other brokers do their part at the same time as we do ours.
             await asyncio.sleep(0)
-            if on_answer is None:
-                await self.local.apply_controller_request(request)
-                return
             try:
                 await self.local.apply_controller_request(request)
             except KafkaError as e:
-                on_answer(e.code)
+                # What a remote broker would answer as an error code. Raising would abort
+                # the controller's event half-way: UpdateMetadata unsent, other brokers'
+                # LeaderAndIsr unsent, the znodes already written.
+                log.error("local %s failed: %s", type(request).__name__, e)
+                if on_answer is not None:
+                    on_answer(e.code)
             else:
-                on_answer(ErrorCode.none)
+                if on_answer is not None:
+                    on_answer(ErrorCode.none)
         elif self.remote is not None:
             await self.remote.send(broker_id, request, on_answer)
         else:

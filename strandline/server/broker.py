@@ -202,6 +202,8 @@ class Broker:
             now = self.now_ms()
             try:
                 self.log_manager.tick(now)
+                if self.replica_manager.unopened:
+                    self.replica_manager.retry_unopened(now)
                 if now - self._last_hw_checkpoint_ms >= HW_CHECKPOINT_INTERVAL_MS:
                     self.replica_manager.checkpoint()
                     self._last_hw_checkpoint_ms = now

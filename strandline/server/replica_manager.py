@@ -140,6 +140,9 @@ class ReplicaManager:
         # state-change log gets one line when a partition enters this map and one
         # when it leaves, not one per refused request.
         self.storage_failures: dict[TopicPartition, StorageFailure] = {}
+        # LeaderAndIsr states whose log could not be created (full disk), retried by
+        # `retry_unopened` until space returns or a newer state replaces them.
+        self.unopened: dict[TopicPartition, tuple[int, PartitionState, tuple[BrokerInfo, ...]]] = {}
         self._checkpoint_failing = False
         # Set by the broker: start/stop replica fetchers for follower partitions.
         self.on_become_follower: Callable[[dict[TopicPartition, BrokerInfo]], None] = lambda _p: (
@@ -187,8 +190,21 @@ class ReplicaManager:
                 results[state.tp] = ErrorCode.unknown_topic_or_partition
                 continue
             config = self.log_config_for(state.tp.topic)
+            retrying = self.unopened.pop(state.tp, None) is not None
             if hosted is None:
-                plog = self.log_manager.get_or_create_log(state.tp, config, now_ms)
+                try:
+                    plog = self.log_manager.get_or_create_log(state.tp, config, now_ms)
+                except StorageError as e:
+                    # One partition's log dir refusing must not fail the whole request
+                    # (a controller applying it locally would abort its event half-way):
+                    # answer KAFKA_STORAGE_ERROR for it and try again when space returns.
+                    self.unopened[state.tp] = (controller_epoch, state, live_leaders)
+                    if not retrying:  # one line per failure, not one per retry
+                        self.state_change_log.record(
+                            "log-create-failed", tp=state.tp, leader=state.leader, error=str(e)
+                        )
+                    results[state.tp] = ErrorCode.kafka_storage_error
+                    continue
                 hw = min(hws.get(state.tp, 0), plog.log_end_offset)
                 hosted = HostedPartition(state.tp, plog, max(hw, plog.log_start_offset))
                 self.partitions[state.tp] = hosted
@@ -233,6 +249,18 @@ class ReplicaManager:
         if new_followers:
             self.on_become_follower(new_followers)
         return results
+
+    def retry_unopened(self, now_ms: int) -> None:
+        """Apply again the LeaderAndIsr states whose log could not be created."""
+        pending, self.unopened = self.unopened, {}
+        for controller_epoch, state, live_leaders in pending.values():
+            if state.tp in self.partitions:
+                continue
+            results = self.become_leader_or_follower(
+                controller_epoch, [state], live_leaders, now_ms
+            )
+            if results.get(state.tp) == ErrorCode.none:
+                self.state_change_log.record("log-created-after-failure", tp=state.tp)
 
     def _start_leader_epochs(self, new_leaders: list[HostedPartition]) -> None:
         """A new leader starts its epoch at its log end (KIP-101), durably before it

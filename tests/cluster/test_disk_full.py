@@ -247,3 +247,89 @@ def test_full_log_dir_refuses_writes_then_recovers_without_restart(
             ),
         )
     assert time.monotonic() - started < 90
+
+
+def test_a_topic_created_while_the_controllers_disk_is_full(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    """Found by `strandline chaos explore` (seed 1126, a disk-full on the controller while
+    the admin thread created a topic). Creating the new partitions' logs failed with
+    ENOSPC inside the controller's own LeaderAndIsr, the exception aborted the
+    controller's event half-way, and the other brokers never heard of the topic
+    (no LeaderAndIsr, no UpdateMetadata). Now the full broker answers KAFKA_STORAGE_ERROR
+    for those partitions, writes `log-create-failed`, the controller carries on, and the
+    broker creates the logs by itself once space returns."""
+    if os.geteuid() != 0:
+        pytest.fail("this test mounts a tmpfs and must run as root", pytrace=False)
+    cluster = LocalCluster(tmp_path / "cluster")
+    try:
+        cluster.up(
+            3,
+            {"zookeeper.session.timeout.ms": "2000", "replica.lag.time.max.ms": "2000"},
+            zk_connect=zk_connect,
+            disk_limit_mb=16,
+        )
+        _create_while_full(cluster)
+    finally:
+        cluster.stop()
+
+
+def _create_while_full(cluster: LocalCluster) -> None:
+    controller = wait_until("a controller", lambda: cluster.status().controller)
+    data = cluster.log_dir(controller)
+    disk.fill(data)
+
+    create_topic(cluster, "made-while-full", 3, 3)
+    wait_until(
+        "log-create-failed on the full controller",
+        lambda: any(
+            e["event"] == "log-create-failed" and e.get("topic") == "made-while-full"
+            for e in state_change_events(cluster, controller)
+        ),
+    )
+    # Every broker, the full one included, serves metadata naming a leader everywhere.
+    for broker in cluster.brokers:
+        host, port = cluster.broker_address(broker)
+        wait_until(
+            f"broker {broker}'s metadata to list the new topic with leaders",
+            lambda host=host, port=port: _topic_led(host, port, "made-while-full", 3),
+        )
+
+    disk.free(data)
+    wait_until(
+        "the full broker to create its three logs once space returned",
+        lambda: (
+            sum(
+                e["event"] == "log-created-after-failure" and e.get("topic") == "made-while-full"
+                for e in state_change_events(cluster, controller)
+            )
+            == 3
+        ),
+        timeout_s=30,
+    )
+    wait_until(
+        f"broker {controller} in every ISR of the new topic",
+        lambda: all(
+            controller in p.isr
+            for p in cluster.status().partitions
+            if p.tp.topic == "made-while-full"
+        ),
+        timeout_s=30,
+    )
+    acked: dict[tuple[int, int], bytes] = {}
+    errors: list[str] = []
+    p = producer(cluster, on_delivery=delivery_recorder(acked, errors))
+    for i in range(30):
+        p.produce("made-while-full", value=f"after-{i}".encode(), partition=i % 3)
+    assert p.flush(30) == 0 and not errors, errors
+    assert consume_all(cluster, "made-while-full", 3) == acked
+
+
+def _topic_led(host: str, port: int, topic: str, partitions: int) -> bool:
+    from strandline.cli.local_cluster import answers_metadata
+
+    response = answers_metadata(host, port)
+    for t in response.topics:  # type: ignore[attr-defined]
+        if t.name == topic:
+            return len(t.partitions) == partitions and all(p.leader_id >= 0 for p in t.partitions)
+    return False
