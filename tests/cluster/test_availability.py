@@ -53,6 +53,13 @@ def test_partition_with_dead_isr_stays_offline_until_an_isr_member_returns(clust
     others = [b for b in (1, 2, 3) if b not in (leader, out_of_sync)]
     for b in [*others, leader]:
         cluster.kill(b, "KILL")
+    # Both sessions must be gone first: a controller that still saw one of them alive
+    # would rightly elect it, drop the other from the ISR, and the test would then wait
+    # for the wrong broker (seen on a loaded machine).
+    wait_until(
+        "the killed brokers' sessions to expire",
+        lambda: not {leader, *others} & set(cluster.status().live_brokers),
+    )
     cluster.start(out_of_sync)
     # Unclean election is off: the only live replica is not in the ISR, so no leader.
     wait_until("the partition to be offline", lambda: partition_status(cluster, tp).offline)
