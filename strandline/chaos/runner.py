@@ -11,6 +11,7 @@ state-change.log, the check result and a PNG timeline.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import threading
 import time
@@ -34,6 +35,7 @@ from strandline.chaos.nemesis import (
 from strandline.chaos.report import SCHEDULE_FILE, ScheduleResult, check_schedule
 from strandline.chaos.timeline import draw_timeline
 from strandline.chaos.workload import (
+    CLIENT_LOG,
     QUIET_LOGS,
     AdminWorker,
     CommittedObserver,
@@ -391,6 +393,9 @@ class Run:
             cluster = self._start_cluster()
             self._create_topic(cluster)
             self.history = HistoryWriter(self.history_path)
+            client_log = logging.FileHandler(self.folder / "clients.log")
+            client_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            CLIENT_LOG.addHandler(client_log)
             self.record(
                 {
                     "process": "nemesis",
@@ -457,6 +462,10 @@ class Run:
         finally:
             if self.history is not None:
                 self.history.close()
+            for handler in list(CLIENT_LOG.handlers):
+                if isinstance(handler, logging.FileHandler):
+                    CLIENT_LOG.removeHandler(handler)
+                    handler.close()
             self._teardown()
         ops = read_history(self.history_path)
         result: CheckResult = check_schedule(ops, config.seed)

@@ -34,11 +34,14 @@ INDETERMINATE = {
     KafkaError.NETWORK_EXCEPTION,
 }
 # librdkafka's connection errors are the point of a chaos run, not news: they go to a
-# logger nobody prints (the history has what matters).
-_CLIENT_LOG = logging.getLogger("strandline.chaos.clients")
-_CLIENT_LOG.addHandler(logging.NullHandler())
-_CLIENT_LOG.propagate = False
-QUIET_LOGS: dict[str, Any] = {"logger": _CLIENT_LOG}
+# logger the console never shows. A run sends it to `clients.log` in its folder, with the
+# idempotent producers' `eos` debug lines (epoch bumps, sequence errors) that explain a
+# duplicate or a reorder after the fact.
+CLIENT_LOG = logging.getLogger("strandline.chaos.clients")
+CLIENT_LOG.addHandler(logging.NullHandler())
+CLIENT_LOG.propagate = False
+CLIENT_LOG.setLevel(logging.DEBUG)
+QUIET_LOGS: dict[str, Any] = {"logger": CLIENT_LOG}
 
 
 class Worker(threading.Thread):
@@ -95,7 +98,9 @@ class ProducerWorker(Worker):
             "socket.connection.setup.timeout.ms": 3000,
             **QUIET_LOGS,
         }
-        if not self.idempotent:
+        if self.idempotent:
+            config["debug"] = "eos"
+        else:
             config["max.in.flight.requests.per.connection"] = 5
         config.update(self.extra)
         return Producer(config)

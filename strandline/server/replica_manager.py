@@ -35,6 +35,7 @@ from strandline.state_change_log import StateChangeLog
 from strandline.storage.config import LogConfig
 from strandline.storage.log import AppendInfo, Log
 from strandline.storage.log_manager import LogManager
+from strandline.storage.producer_state import OutOfOrderSequenceError, UnknownProducerIdError
 from strandline.types import CONSUMER_REPLICA_ID, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -379,6 +380,11 @@ class ReplicaManager:
             info = hosted.log.append_as_leader(records, hosted.leader_epoch, now_ms)
         except StorageError as e:
             self.on_storage_error(hosted, "leader", e)
+            raise
+        except (OutOfOrderSequenceError, UnknownProducerIdError) as e:
+            # A client reacts to these by bumping its epoch and renumbering what it had
+            # in flight; when a duplicate shows up later, this line says who refused what.
+            log.info("produce to %s refused: %s", tp, e)
             raise
         self.on_storage_ok(hosted, now_ms)
         self._on_high_watermark(hosted, leader_state.on_append(hosted.log.log_end_offset, now_ms))
