@@ -382,8 +382,16 @@ class ReplicaManager:
             self.on_storage_error(hosted, "leader", e)
             raise
         except (OutOfOrderSequenceError, UnknownProducerIdError) as e:
-            # A client reacts to these by bumping its epoch and renumbering what it had
-            # in flight; when a duplicate shows up later, this line says who refused what.
+            if tp in self.storage_failures:
+                # The gap is an earlier batch of this producer that the full log dir
+                # refused. Answered OUT_OF_ORDER_SEQUENCE (or UNKNOWN_PRODUCER_ID for a
+                # new producer), librdkafka would drain, bump its epoch and renumber every
+                # batch it had in flight to any partition, writing again those appended
+                # but not yet acknowledged (duplicates; chaos seed 2210). The storage
+                # error is the true cause, and is retried with sequences unchanged.
+                raise StorageError(f"{tp}: log dir is failing ({e})") from e
+            # A client reacts by bumping its epoch and renumbering what it had in flight;
+            # when a duplicate shows up later, this line says who refused what.
             log.info("produce to %s refused: %s", tp, e)
             raise
         self.on_storage_ok(hosted, now_ms)

@@ -90,3 +90,47 @@ def test_a_partition_error_holds_only_that_partition_back_for_the_back_off(
 
     assert during == {TPS[1]}
     assert after == set(TPS[:2])
+
+
+def test_a_sequence_gap_left_by_a_full_disk_is_answered_as_the_storage_error(
+    tmp_path: Path,
+) -> None:
+    """Found by chaos (seed 2210). Batch 1 of an idempotent producer is refused by a full
+    log dir, and batch 2, already in flight, arrives with the next sequence numbers.
+    Answering OUT_OF_ORDER_SEQUENCE_NUMBER made librdkafka bump its epoch and write again
+    batches it had in flight elsewhere (duplicates). The answer is KAFKA_STORAGE_ERROR, and
+    once space returns both batches go in, in order, with their own sequences."""
+    from strandline.errors import StorageError
+    from strandline.storage.disk import FaultInjectingWriter
+
+    writer = FaultInjectingWriter()
+    logs = LogManager([tmp_path / "logs"], LogConfig(), 1, writer=writer)
+    rm = ReplicaManager(1, logs, lambda _t: LogConfig(), StateChangeLog(None, 1), 10_000)
+    tp = TPS[0]
+    rm.become_leader_or_follower(1, [state(tp, 1, 1)], (), NOW)
+    first = build_batch([b"a", b"b"], producer_id=7, producer_epoch=0, base_sequence=0)
+    second = build_batch([b"c"], producer_id=7, producer_epoch=0, base_sequence=2)
+
+    writer.fail_with()
+    for batch in (first, second):
+        try:
+            rm.append_as_leader(tp, batch, acks=1, now_ms=NOW)
+        except StorageError as e:
+            assert e.code == ErrorCode.kafka_storage_error
+        else:
+            raise AssertionError("a write to the full log dir was accepted")
+    assert rm.partitions[tp].log.log_end_offset == 0
+
+    writer.recover()
+    assert rm.append_as_leader(tp, first, acks=1, now_ms=NOW).first_offset == 0
+    assert rm.append_as_leader(tp, second, acks=1, now_ms=NOW).first_offset == 2
+    # Without a storage failure a real gap is still OUT_OF_ORDER_SEQUENCE_NUMBER.
+    from strandline.storage.producer_state import OutOfOrderSequenceError
+
+    gap = build_batch([b"d"], producer_id=7, producer_epoch=0, base_sequence=9)
+    try:
+        rm.append_as_leader(tp, gap, acks=1, now_ms=NOW)
+    except OutOfOrderSequenceError:
+        pass
+    else:
+        raise AssertionError("a sequence gap was accepted")
