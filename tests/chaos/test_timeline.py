@@ -8,6 +8,8 @@ from pathlib import Path
 from strandline.chaos.history import Op
 from strandline.chaos.timeline import draw_timeline, fault_colours, per_second
 
+from .test_checker import fault
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -31,19 +33,6 @@ def _send(t: float, type: str, seq: int) -> Op:
     return op
 
 
-def _fault(t: float, kind: str, phase: str, fault_id: int) -> Op:
-    return {
-        "t": t,
-        "process": "nemesis",
-        "f": "fault",
-        "type": "info",
-        "fault": kind,
-        "phase": phase,
-        "fault_id": fault_id,
-        "detail": {},
-    }
-
-
 def _history() -> list[Op]:
     ops: list[Op] = []
     seq = 0
@@ -52,9 +41,9 @@ def _history() -> list[Op]:
         down = 8 <= t < 11 or 18 <= t < 21
         ops.append(_send(t, "info" if down and tenth % 2 else ("fail" if down else "ok"), seq))
         seq += 1
-    ops += [_fault(8.0, "kill", "start", 1), _fault(11.0, "kill", "end", 1)]
-    ops += [_fault(18.0, "partition", "start", 2), _fault(21.0, "partition", "end", 2)]
-    ops += [_fault(25.0, "kill", "start", 3), _fault(26.0, "kill", "end", 3)]
+    ops += [fault(8.0, "kill", "start", 1), fault(11.0, "kill", "end", 1)]
+    ops += [fault(18.0, "partition", "start", 2), fault(21.0, "partition", "end", 2)]
+    ops += [fault(25.0, "kill", "start", 3), fault(26.0, "kill", "end", 3)]
     return ops
 
 
