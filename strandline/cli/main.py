@@ -14,6 +14,7 @@ from strandline.cli import (
     groups,
     sim,
     state_change_log,
+    topics,
 )
 
 app = typer.Typer(
@@ -28,6 +29,7 @@ app.command("reassign")(admin.reassign)
 app.command("elect")(admin.elect)
 app.command("verify-replicas")(admin.verify_replicas)
 app.command("dump-log")(dump_log.dump_log)
+app.command("topics")(topics.topics)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(groups.app, name="groups")
 app.add_typer(sim.app, name="sim")

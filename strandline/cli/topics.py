@@ -1,0 +1,372 @@
+"""`strandline topics`: create, list, describe, alter and delete topics, like kafka-topics.sh.
+
+Everything goes through confluent-kafka's AdminClient (Metadata, CreateTopics,
+DescribeConfigs, CreatePartitions, DeleteTopics), so it works against any broker of
+any Kafka-compatible cluster, not only a local Strandline one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+TIMEOUT_S = 30.0
+# Long enough for a controller to elect leaders for new partitions, short enough that a
+# typo'd --bootstrap-server fails while the user is still watching.
+METADATA_TIMEOUT_S = 10.0
+
+ACTIONS = ("--create", "--list", "--describe", "--alter", "--delete")
+FILTERS = (
+    "--under-replicated-partitions",
+    "--unavailable-partitions",
+    "--under-min-isr-partitions",
+)
+
+
+class TopicToolError(RuntimeError):
+    """Reported to the user as one line, exit code 1."""
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int  # -1: no leader
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+    def unavailable(self, live: set[int]) -> bool:
+        # Kafka also counts a leader that the cluster no longer lists as live: metadata
+        # can name a dead leader until the controller has moved leadership.
+        return self.leader < 0 or self.leader not in live
+
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    def under_min_isr(self, min_isr: int) -> bool:
+        return len(self.isr) < min_isr
+
+
+def parse_configs(pairs: Iterable[str]) -> dict[str, str]:
+    configs: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise TopicToolError(f"--config expects key=value, got {pair!r}")
+        configs[key.strip()] = value.strip()
+    return configs
+
+
+def read_command_config(path: Path | None) -> dict[str, str]:
+    """Kafka's --command-config properties file; its security keys (security.protocol,
+    sasl.*, ssl.*) are spelled the same in librdkafka."""
+    if path is None:
+        return {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise TopicToolError(f"cannot read --command-config {path}: {e.strerror}") from e
+    out: dict[str, str] = {}
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise TopicToolError(f"{path}: expected key=value, got {line!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _kafka_error(exc: BaseException) -> KafkaError | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def _explain(exc: BaseException, topic: str, *, partitions: int = 0, rf: int = 0) -> str:
+    """One line a user can act on, for the errors people actually hit."""
+    error = _kafka_error(exc)
+    if error is None:
+        return str(exc)
+    code, detail = error.code(), error.str()
+    if code == KafkaError.TOPIC_ALREADY_EXISTS:
+        return f"topic {topic!r} already exists"
+    if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        return f"topic {topic!r} does not exist"
+    if code == KafkaError.INVALID_REPLICATION_FACTOR:
+        return f"invalid replication factor {rf}: {detail}"
+    if code == KafkaError.INVALID_PARTITIONS:
+        return f"invalid partition count {partitions}: {detail}"
+    if code == KafkaError.INVALID_CONFIG:
+        return f"invalid topic config: {detail}"
+    if code in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN):
+        return f"no broker answered in time ({detail})"
+    return f"{error.name()}: {detail}"
+
+
+def _result(future: Future[Any], topic: str, **context: int) -> Any:
+    try:
+        return future.result(TIMEOUT_S)
+    except KafkaException as e:
+        raise TopicToolError(_explain(e, topic, **context)) from e
+
+
+class Topics:
+    """The operations, each one blocking until the cluster has answered."""
+
+    def __init__(self, bootstrap: str, extra: dict[str, str] | None = None) -> None:
+        config: dict[str, Any] = {"bootstrap.servers": bootstrap, **(extra or {})}
+        try:
+            self.admin = AdminClient(config)
+        except KafkaException as e:
+            raise TopicToolError(_explain(e, "")) from e
+
+    def metadata(self) -> Any:
+        try:
+            return self.admin.list_topics(timeout=METADATA_TIMEOUT_S)
+        except KafkaException as e:
+            raise TopicToolError(_explain(e, "")) from e
+
+    def create(self, topic: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
+        futures = self.admin.create_topics(
+            [NewTopic(topic, partitions, rf, config=configs)], operation_timeout=TIMEOUT_S
+        )
+        _result(futures[topic], topic, partitions=partitions, rf=rf)
+
+    def names(self, exclude_internal: bool) -> list[str]:
+        return sorted(
+            name
+            for name in self.metadata().topics
+            if not (exclude_internal and name.startswith("__"))
+        )
+
+    def partitions(self, topic: str | None) -> tuple[list[PartitionInfo], set[int]]:
+        """Every partition (of `topic`, or of all topics) and the live broker ids."""
+        metadata = self.metadata()
+        if topic is not None and topic not in metadata.topics:
+            raise TopicToolError(f"topic {topic!r} does not exist")
+        infos = [
+            PartitionInfo(
+                name,
+                p.id,
+                p.leader,
+                tuple(p.replicas),
+                tuple(p.isrs),
+            )
+            for name, t in metadata.topics.items()
+            if topic is None or name == topic
+            for p in t.partitions.values()
+        ]
+        infos.sort(key=lambda i: (i.topic, i.partition))
+        return infos, set(metadata.brokers)
+
+    def configs(self, topics: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """topic -> {name: ConfigEntry}; a topic deleted meanwhile is left out."""
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+        if not resources:
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for resource, future in self.admin.describe_configs(
+            resources, request_timeout=TIMEOUT_S
+        ).items():
+            try:
+                out[resource.name] = future.result(TIMEOUT_S)
+            except KafkaException as e:
+                error = _kafka_error(e)
+                if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise TopicToolError(_explain(e, resource.name)) from e
+        return out
+
+    def alter(self, topic: str, partitions: int) -> None:
+        futures = self.admin.create_partitions(
+            [NewPartitions(topic, partitions)], operation_timeout=TIMEOUT_S
+        )
+        _result(futures[topic], topic, partitions=partitions)
+
+    def delete(self, topic: str) -> None:
+        # Checked up front so an unknown name gets the same one line as --describe,
+        # whatever error code (or timeout) a given broker answers DeleteTopics with.
+        if topic not in self.metadata().topics:
+            raise TopicToolError(f"topic {topic!r} does not exist")
+        futures = self.admin.delete_topics([topic], operation_timeout=TIMEOUT_S)
+        _result(futures[topic], topic)
+
+
+def _min_isr(entries: dict[str, Any]) -> int:
+    entry = entries.get("min.insync.replicas")
+    try:
+        return int(entry.value) if entry is not None and entry.value is not None else 1
+    except ValueError:
+        return 1
+
+
+def _overrides(entries: dict[str, Any]) -> str:
+    # Like kafka-topics.sh: only the topic's own settings, not every broker default.
+    return ",".join(
+        f"{name}={entry.value}"
+        for name, entry in sorted(entries.items())
+        if _source(entry) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and not entry.is_sensitive
+    )
+
+
+def _source(entry: Any) -> int:
+    # librdkafka hands back the enum or its plain int depending on the binding's version.
+    return int(getattr(entry.source, "value", entry.source))
+
+
+def _ids(ids: Iterable[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def describe(
+    tool: Topics,
+    topic: str | None,
+    under_replicated: bool,
+    unavailable: bool,
+    under_min_isr: bool,
+) -> None:
+    infos, live = tool.partitions(topic)
+    configs = tool.configs(sorted({i.topic for i in infos}))
+    filtered = under_replicated or unavailable or under_min_isr
+    if filtered:
+        infos = [
+            i
+            for i in infos
+            if (under_replicated and i.under_replicated())
+            or (unavailable and i.unavailable(live))
+            or (under_min_isr and i.under_min_isr(_min_isr(configs.get(i.topic, {}))))
+        ]
+    else:
+        # A filtered describe prints only the matching partitions, as Kafka's does, so a
+        # script can count them; the per-topic summary is for people.
+        by_topic: dict[str, list[PartitionInfo]] = {}
+        for info in infos:
+            by_topic.setdefault(info.topic, []).append(info)
+        for name, parts in by_topic.items():
+            rf = max((len(p.replicas) for p in parts), default=0)
+            console.print(
+                f"Topic: [bold]{escape(name)}[/]\tPartitionCount: {len(parts)}\t"
+                f"ReplicationFactor: {rf}\tConfigs: {escape(_overrides(configs.get(name, {})))}",
+                soft_wrap=True,
+            )
+    if not infos:
+        if filtered:
+            err_console.print("no partitions match")
+        return
+    table = Table("Topic", "Partition", "Leader", "Replicas", "Isr")
+    for i in infos:
+        leader = str(i.leader) if i.leader >= 0 else "[red]none[/]"
+        isr = _ids(i.isr) if not i.under_replicated() else f"[yellow]{_ids(i.isr)}[/]"
+        table.add_row(escape(i.topic), str(i.partition), leader, _ids(i.replicas), isr)
+    console.print(table)
+
+
+def _fail(message: str) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    return typer.Exit(code=1)
+
+
+def topics(
+    bootstrap_server: str = typer.Option(
+        ..., "--bootstrap-server", help="host:port[,host:port] of any broker"
+    ),
+    create: bool = typer.Option(False, "--create", help="Create --topic"),
+    list_: bool = typer.Option(False, "--list", help="List topic names"),
+    describe_: bool = typer.Option(
+        False, "--describe", help="Partitions with leader, replicas and ISR"
+    ),
+    alter: bool = typer.Option(False, "--alter", help="Raise --topic's partition count"),
+    delete: bool = typer.Option(False, "--delete", help="Delete --topic"),
+    topic: str | None = typer.Option(None, "--topic", help="Topic name"),
+    partitions: int | None = typer.Option(None, "--partitions", help="Partition count"),
+    replication_factor: int | None = typer.Option(
+        None, "--replication-factor", help="Replicas per partition (--create)"
+    ),
+    config: list[str] = typer.Option(  # noqa: B008 - typer's idiom
+        [], "--config", help="Topic setting key=value (repeatable, --create)"
+    ),
+    under_replicated_partitions: bool = typer.Option(
+        False, "--under-replicated-partitions", help="Only partitions whose ISR < replicas"
+    ),
+    unavailable_partitions: bool = typer.Option(
+        False, "--unavailable-partitions", help="Only partitions without a live leader"
+    ),
+    under_min_isr_partitions: bool = typer.Option(
+        False, "--under-min-isr-partitions", help="Only partitions whose ISR < min.insync.replicas"
+    ),
+    exclude_internal: bool = typer.Option(
+        False, "--exclude-internal", help="Leave out internal topics (__consumer_offsets, ...)"
+    ),
+    command_config: Path | None = typer.Option(  # noqa: B008 - typer's idiom
+        None, "--command-config", help="Client properties file (security settings)"
+    ),
+) -> None:
+    """Create, list, describe, alter and delete topics (kafka-topics.sh)."""
+    chosen = [
+        flag
+        for flag, on in zip(ACTIONS, (create, list_, describe_, alter, delete), strict=True)
+        if on
+    ]
+    if len(chosen) != 1:
+        raise _fail(f"give exactly one of {', '.join(ACTIONS)}")
+    action = chosen[0]
+    filters = under_replicated_partitions or unavailable_partitions or under_min_isr_partitions
+    if filters and action != "--describe":
+        raise _fail(f"{', '.join(FILTERS)} only go with --describe")
+    if action in ("--create", "--alter", "--delete") and not topic:
+        raise _fail(f"{action} needs --topic")
+    if action in ("--create", "--alter") and partitions is None:
+        raise _fail(f"{action} needs --partitions")
+    if action == "--create" and replication_factor is None:
+        raise _fail("--create needs --replication-factor")
+    if config and action != "--create":
+        raise _fail("--config only goes with --create (use `configs --alter` for a topic's)")
+    try:
+        tool = Topics(bootstrap_server, read_command_config(command_config))
+        if action == "--create":
+            assert topic is not None and partitions is not None and replication_factor is not None
+            tool.create(topic, partitions, replication_factor, parse_configs(config))
+            console.print(f"Created topic {escape(topic)}.")
+        elif action == "--list":
+            for name in tool.names(exclude_internal):
+                print(name)
+        elif action == "--describe":
+            describe(
+                tool,
+                topic,
+                under_replicated_partitions,
+                unavailable_partitions,
+                under_min_isr_partitions,
+            )
+        elif action == "--alter":
+            assert topic is not None and partitions is not None
+            tool.alter(topic, partitions)
+            console.print(f"Topic {escape(topic)} now has {partitions} partitions.")
+        else:
+            assert topic is not None
+            tool.delete(topic)
+            console.print(f"Topic {escape(topic)} is marked for deletion.")
+    except TopicToolError as e:
+        raise _fail(str(e)) from e

@@ -1,0 +1,146 @@
+"""`strandline topics` against a real 3-broker cluster, run as users run it (a subprocess).
+
+One cluster serves every step, since starting one costs more than all the steps together:
+create/list/describe/alter/delete and the error paths while all brokers are up, then a
+SIGKILL so the describe filters have something to find.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from strandline.cli.local_cluster import LocalCluster
+from tests.cluster.support import wait_until
+from tests.conftest import ClusterFactory
+
+Row = tuple[str, int, str, tuple[int, ...], tuple[int, ...]]
+
+
+def run(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    # Wide columns so rich never wraps or truncates a table cell we parse.
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "strandline", "topics", "--bootstrap-server", cluster.bootstrap]
+        + list(args),
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+    )
+
+
+def ok(cluster: LocalCluster, *args: str) -> str:
+    done = run(cluster, *args)
+    assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def fails(cluster: LocalCluster, *args: str) -> str:
+    """The one-line error of a call that must exit 1 without a traceback."""
+    done = run(cluster, *args)
+    assert done.returncode == 1, f"{args} exited {done.returncode}: {done.stdout}{done.stderr}"
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def rows(output: str) -> list[Row]:
+    """The describe table's rows: (topic, partition, leader, replicas, isr)."""
+    found = []
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│┃").split("│")]
+        if len(cells) != 5 or not cells[1].isdigit():
+            continue
+        topic, partition, leader, replicas, isr = cells
+        found.append(
+            (
+                topic,
+                int(partition),
+                leader,
+                tuple(int(r) for r in replicas.split(",") if r),
+                tuple(int(r) for r in isr.split(",") if r),
+            )
+        )
+    return found
+
+
+def describe(cluster: LocalCluster, *args: str) -> set[tuple[str, int]]:
+    return {(r[0], r[1]) for r in rows(ok(cluster, "--describe", *args))}
+
+
+def test_topics_lifecycle_and_describe_filters(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(brokers=3, replica_lag_time_max_ms=1000)
+
+    assert "Created topic orders." in ok(
+        cluster,
+        "--create",
+        "--topic",
+        "orders",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+        "--config",
+        "min.insync.replicas=3",
+    )
+    ok(cluster, "--create", "--topic", "events", "--partitions", "4", "--replication-factor", "2")
+    ok(cluster, "--create", "--topic", "scratch", "--partitions", "1", "--replication-factor", "1")
+    listed = ok(cluster, "--list").split()
+    assert {"orders", "events", "scratch"} <= set(listed)
+
+    full = ok(cluster, "--describe", "--topic", "orders")
+    assert "PartitionCount: 3" in full and "ReplicationFactor: 3" in full
+    assert "min.insync.replicas=3" in full
+    orders = rows(full)
+    assert [r[1] for r in orders] == [0, 1, 2]
+    for _topic, _p, _leader, replicas, _isr in orders:
+        assert sorted(replicas) == [1, 2, 3]
+
+    # Errors: one clear line, exit 1.
+    assert "already exists" in fails(
+        cluster, "--create", "--topic", "orders", "--partitions", "1", "--replication-factor", "1"
+    )
+    assert "replication factor" in fails(
+        cluster, "--create", "--topic", "toomany", "--partitions", "1", "--replication-factor", "5"
+    )
+    assert "does not exist" in fails(cluster, "--describe", "--topic", "nope")
+    assert "exactly one of" in fails(cluster, "--list", "--delete")
+
+    ok(cluster, "--alter", "--topic", "events", "--partitions", "6")
+    events = wait_until(
+        "events to have 6 partitions with leaders",
+        lambda: (
+            (r := rows(ok(cluster, "--describe", "--topic", "events")))
+            and len(r) == 6
+            and all(x[2] != "none" for x in r)
+            and r
+        ),
+    )
+    assert all(len(r[3]) == 2 for r in events)
+
+    ok(cluster, "--delete", "--topic", "scratch")
+    wait_until("scratch to leave the list", lambda: "scratch" not in ok(cluster, "--list").split())
+
+    # Every orders partition and the events partitions with a replica on the victim lose
+    # it from the ISR; only orders (min.insync.replicas=3) drops under its minimum.
+    victim = 3
+    both = [r for r in orders + events if victim in r[3]]
+    affected = {(r[0], r[1]) for r in both}
+    assert affected >= {("orders", p) for p in range(3)}
+    cluster.kill(victim, "KILL")
+    under = wait_until(
+        f"exactly {sorted(affected)} to be under-replicated",
+        lambda: (
+            (r := rows(ok(cluster, "--describe", "--under-replicated-partitions")))
+            and {(x[0], x[1]) for x in r} == affected
+            and r
+        ),
+    )
+    # The survivors took over every partition the victim led.
+    for _topic, _p, leader, _replicas, isr in under:
+        assert leader != str(victim) and victim not in isr
+    assert describe(cluster, "--unavailable-partitions") == set()
+    assert describe(cluster, "--under-min-isr-partitions") == {("orders", p) for p in range(3)}
