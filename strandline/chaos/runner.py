@@ -10,6 +10,7 @@ state-change.log, the check result and a PNG timeline.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import shutil
@@ -17,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
@@ -50,6 +51,8 @@ from strandline.types import TopicPartition
 TOPIC = "chaos"
 GROUP = "chaos-group"
 # state-change.log events copied into the history: the ones that explain a loss.
+# Past its length plus this, a schedule is taken to hang and dumps its threads' stacks.
+WATCHDOG_SLACK_S = 240.0
 NOTABLE_EVENTS = ("unclean-leader-election", "epoch-truncation", "log-dir-full")
 
 
@@ -123,6 +126,7 @@ class Run:
         self.history_path = self.folder / "history.jsonl"
         self.cluster: LocalCluster | None = None
         self.history: HistoryWriter | None = None
+        self._stacks: TextIO | None = None
         self._lock = threading.Lock()
 
     def record(self, op: dict[str, Any]) -> None:
@@ -391,6 +395,13 @@ class Run:
         wall_started = time.monotonic()
         try:
             cluster = self._start_cluster()
+            # A schedule normally takes its length plus about a minute. One of 233 once
+            # hung for good (seed 3050; its replay ran clean): if it happens again, every
+            # thread's stack is in stacks.txt, every few minutes.
+            self._stacks = (self.folder / "stacks.txt").open("w")
+            faulthandler.dump_traceback_later(
+                config.seconds + WATCHDOG_SLACK_S, repeat=True, file=self._stacks
+            )
             self._create_topic(cluster)
             self.history = HistoryWriter(self.history_path)
             client_log = logging.FileHandler(self.folder / "clients.log")
@@ -467,6 +478,9 @@ class Run:
                     CLIENT_LOG.removeHandler(handler)
                     handler.close()
             self._teardown()
+            faulthandler.cancel_dump_traceback_later()
+            if self._stacks is not None:
+                self._stacks.close()
         ops = read_history(self.history_path)
         result: CheckResult = check_schedule(ops, config.seed)
         if result.ok and not config.keep_cluster:

@@ -118,11 +118,16 @@ def test_topics_lifecycle_and_describe_filters(cluster_factory: ClusterFactory) 
             and all(x[2] != "none" for x in r)
             and r
         ),
+        timeout_s=60,  # each poll is a CLI process start: seconds on a busy machine
     )
     assert all(len(r[3]) == 2 for r in events)
 
     ok(cluster, "--delete", "--topic", "scratch")
-    wait_until("scratch to leave the list", lambda: "scratch" not in ok(cluster, "--list").split())
+    wait_until(
+        "scratch to leave the list",
+        lambda: "scratch" not in ok(cluster, "--list").split(),
+        timeout_s=60,
+    )
 
     # Every orders partition and the events partitions with a replica on the victim lose
     # it from the ISR; only orders (min.insync.replicas=3) drops under its minimum.
@@ -138,6 +143,7 @@ def test_topics_lifecycle_and_describe_filters(cluster_factory: ClusterFactory) 
             and {(x[0], x[1]) for x in r} == affected
             and r
         ),
+        timeout_s=60,
     )
     # The survivors took over every partition the victim led.
     for _topic, _p, leader, _replicas, isr in under:
