@@ -67,6 +67,13 @@ def rows(output: str) -> list[Row]:
     return found
 
 
+def settled(cluster: LocalCluster, *args: str) -> str | None:
+    """Output of a call made while the cluster may still be electing a controller:
+    None (poll again) instead of a failure."""
+    done = run(cluster, *args)
+    return done.stdout if done.returncode == 0 else None
+
+
 def describe(cluster: LocalCluster, *args: str) -> set[tuple[str, int]]:
     return {(r[0], r[1]) for r in rows(ok(cluster, "--describe", *args))}
 
@@ -139,7 +146,8 @@ def test_topics_lifecycle_and_describe_filters(cluster_factory: ClusterFactory) 
     under = wait_until(
         f"exactly {sorted(affected)} to be under-replicated",
         lambda: (
-            (r := rows(ok(cluster, "--describe", "--under-replicated-partitions")))
+            (out := settled(cluster, "--describe", "--under-replicated-partitions"))
+            and (r := rows(out))
             and {(x[0], x[1]) for x in r} == affected
             and r
         ),
