@@ -32,6 +32,8 @@ FAULT_KINDS: tuple[str, ...] = (
 )
 # Kinds that need every node in its own network namespace.
 NETWORK_KINDS = frozenset({"partition", "isolate", "one-way", "zk-isolate"})
+# Kinds aimed at one broker (`{"broker": ...}` targets).
+BROKER_KINDS = frozenset({"kill", "pause", "isolate", "zk-isolate", "session-expiry", "disk-full"})
 WARMUP_S = 3.0
 COOLDOWN_S = 3.0
 MIN_FAULT_S, MAX_FAULT_S = 3.0, 7.0
@@ -158,13 +160,13 @@ class Nemesis:
         """Start the fault; returns what it resolved (written to the history)."""
         kind = step.kind
         detail: dict[str, Any] = {"target": step.target}
-        if kind in ("kill", "pause", "isolate", "zk-isolate", "session-expiry", "disk-full"):
-            detail["broker"] = self._broker(step)
-        broker = detail.get("broker")
+        broker = 0  # only the kinds aimed at one broker name one
+        if kind in BROKER_KINDS:
+            broker = detail["broker"] = self._broker(step)
         if kind == "kill":
-            self.cluster.kill(broker, "KILL")  # type: ignore[arg-type]
+            self.cluster.kill(broker, "KILL")
         elif kind == "pause":
-            self.cluster.kill(broker, "STOP")  # type: ignore[arg-type]
+            self.cluster.kill(broker, "STOP")
         elif kind == "partition":
             self.cluster.partition(step.target["groups"])
         elif kind == "isolate":
@@ -172,7 +174,7 @@ class Nemesis:
         elif kind == "one-way":
             self.cluster.one_way(step.target["src"], step.target["dst"])
         elif kind == "zk-isolate":
-            self.cluster.from_zookeeper(int(broker))  # type: ignore[arg-type]
+            self.cluster.from_zookeeper(broker)
         elif kind == "zk-kill":
             wanted = step.target.get("zk", 1)
             server = (self.cluster.zk_leader() or 1) if wanted == "leader" else int(wanted)
@@ -181,10 +183,10 @@ class Nemesis:
         elif kind == "session-expiry":
             # Blocking for the session timeout: the fault *is* the expiry.
             started = time.monotonic()
-            self.cluster.expire_session(int(broker))  # type: ignore[arg-type]
+            self.cluster.expire_session(broker)
             detail["took_s"] = round(time.monotonic() - started, 3)
         elif kind == "disk-full":
-            detail["filled_bytes"] = self.cluster.fill_disk(int(broker))  # type: ignore[arg-type]
+            detail["filled_bytes"] = self.cluster.fill_disk(broker)
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         self._undo[step.fault_id] = detail
@@ -192,17 +194,17 @@ class Nemesis:
 
     def revert(self, step: FaultStep) -> None:
         detail = self._undo.pop(step.fault_id, {})
-        broker = detail.get("broker")
+        broker = int(detail.get("broker", 0))
         if step.kind == "kill":
-            self.cluster.start(int(broker))  # type: ignore[arg-type]
+            self.cluster.start(broker)
         elif step.kind == "pause":
-            self.cluster.kill(int(broker), "CONT")  # type: ignore[arg-type]
+            self.cluster.kill(broker, "CONT")
         elif step.kind in ("partition", "isolate", "one-way", "zk-isolate"):
             self.cluster.heal()
         elif step.kind == "zk-kill":
             self.cluster.zk_start(int(detail["zk"]))
         elif step.kind == "disk-full":
-            self.cluster.free_disk(int(broker))  # type: ignore[arg-type]
+            self.cluster.free_disk(broker)
 
     def revert_all(self, steps: list[FaultStep]) -> None:
         """Undo whatever is still applied (an interrupted run heals before it checks)."""

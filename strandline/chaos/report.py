@@ -6,6 +6,7 @@ console it is given.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -193,8 +194,6 @@ def load_results(run_dirs: Sequence[Path], *, recheck: bool = False) -> list[Sch
     separately (or in parallel) can be summarized together. A schedule's kinds and run
     time come from its `schedule.json`, or else from the history's plan line.
     `recheck` runs the checker again on each history (and rewrites check.json)."""
-    import json
-
     results: list[ScheduleResult] = []
     for run_dir in run_dirs:
         for check_path in sorted(Path(run_dir).glob("seed-*/check.json")):

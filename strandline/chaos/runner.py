@@ -109,11 +109,6 @@ def broker_settings(config: ChaosConfig) -> dict[str, str]:
     return settings
 
 
-def _data_dir(cluster_dir: Path, broker: int) -> Path:
-    # LocalCluster's layout: DIR/broker-<id>/data is the broker's log.dirs.
-    return cluster_dir / f"broker-{broker}" / "data"
-
-
 class Run:
     """The state of one schedule while it runs; `execute()` returns its result."""
 
@@ -332,10 +327,7 @@ class Run:
                 consumer.close()
         for tp, hw in sorted(hws.items()):
             replicas = status[tp].replicas if tp in status else sorted(cluster.brokers)
-            dirs = {
-                b: replica_verify.partition_dir(_data_dir(self.cluster_dir, b), tp)
-                for b in replicas
-            }
+            dirs = {b: replica_verify.partition_dir(cluster.log_dir(b), tp) for b in replicas}
             result = replica_verify.compare_replicas(tp, dirs, hw)
             self.record(
                 {

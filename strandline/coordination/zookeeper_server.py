@@ -173,35 +173,8 @@ class ZooKeeperServer:
     def _write_config(self) -> Path:
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
         cfg = self.data_dir / "zoo.cfg"
-        if self.ensemble is not None:
-            return self._write_ensemble_config(cfg)
-        cfg.write_text(
-            "\n".join(
-                [
-                    f"tickTime={self.tick_time_ms}",
-                    f"dataDir={self.data_dir / 'data'}",
-                    f"clientPort={self.port}",
-                    f"clientPortAddress={self.host}",
-                    "admin.enableServer=false",
-                    f"minSessionTimeout={self.min_session_timeout_ms}",
-                    f"maxSessionTimeout={self.max_session_timeout_ms}",
-                    "4lw.commands.whitelist=srvr,ruok,stat",
-                    # Tests create and drop thousands of znodes; keep snapshots cheap.
-                    "autopurge.snapRetainCount=3",
-                    "autopurge.purgeInterval=1",
-                    "",
-                ]
-            )
-        )
-        return cfg
-
-    def _write_ensemble_config(self, cfg: Path) -> Path:
-        assert self.ensemble is not None and self.server_id is not None
-        (self.data_dir / "data" / "myid").write_text(f"{self.server_id}\n")
         lines = [
             f"tickTime={self.tick_time_ms}",
-            f"initLimit={self.init_limit}",
-            f"syncLimit={self.sync_limit}",
             f"dataDir={self.data_dir / 'data'}",
             f"clientPort={self.port}",
             f"clientPortAddress={self.host}",
@@ -209,17 +182,25 @@ class ZooKeeperServer:
             f"minSessionTimeout={self.min_session_timeout_ms}",
             f"maxSessionTimeout={self.max_session_timeout_ms}",
             "4lw.commands.whitelist=srvr,ruok,stat",
-            # A static ensemble: without this 3.5+ moves the server lines into a
-            # zoo.cfg.dynamic file on first start, which a restart then has to match.
-            "reconfigEnabled=false",
-            "standaloneEnabled=false",
+            # Tests create and drop thousands of znodes; keep snapshots cheap.
             "autopurge.snapRetainCount=3",
             "autopurge.purgeInterval=1",
         ]
-        lines += [
-            f"server.{sid}={host}:{quorum}:{election}"
-            for sid, (host, quorum, election) in sorted(self.ensemble.items())
-        ]
+        if self.ensemble is not None:
+            assert self.server_id is not None
+            (self.data_dir / "data" / "myid").write_text(f"{self.server_id}\n")
+            lines += [
+                f"initLimit={self.init_limit}",
+                f"syncLimit={self.sync_limit}",
+                # A static ensemble: without this 3.5+ moves the server lines into a
+                # zoo.cfg.dynamic file on first start, which a restart then has to match.
+                "reconfigEnabled=false",
+                "standaloneEnabled=false",
+            ]
+            lines += [
+                f"server.{sid}={host}:{quorum}:{election}"
+                for sid, (host, quorum, election) in sorted(self.ensemble.items())
+            ]
         cfg.write_text("\n".join(lines) + "\n")
         return cfg
 
