@@ -13,9 +13,12 @@ from __future__ import annotations
 import faulthandler
 import json
 import logging
+import multiprocessing
 import shutil
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -507,6 +510,35 @@ class Run:
 
 def run_schedule(config: ChaosConfig) -> ScheduleResult:
     return Run(config).execute()
+
+
+class ScheduleFailed(Exception):
+    def __init__(self, seed: int, error: BaseException) -> None:
+        super().__init__(f"seed {seed}: the schedule could not run: {error!r}")
+        self.seed = seed
+
+
+def run_schedules(
+    configs: list[ChaosConfig], *, jobs: int = 1
+) -> Iterator[ScheduleResult | ScheduleFailed]:
+    """Each schedule's result as it finishes. With jobs > 1 the schedules run side by
+    side, each in a fresh process (spawned, one schedule per process) so a stuck client
+    thread or a crashed librdkafka cannot reach the next schedule; every cluster has its
+    own data dir and so its own namespaces and subnet."""
+    if jobs == 1:
+        for config in configs:
+            yield run_schedule(config)
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context, max_tasks_per_child=1) as pool:
+        pending = {pool.submit(run_schedule, config): config for config in configs}
+        for future in as_completed(pending):
+            try:
+                yield future.result()
+            except Exception as error:
+                # One schedule that could not run (its cluster never came up, its
+                # process died) must not throw away the others' results.
+                yield ScheduleFailed(pending[future].seed, error)
 
 
 def explore_configs(base: ChaosConfig, schedules: int) -> list[ChaosConfig]:

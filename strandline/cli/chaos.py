@@ -106,6 +106,14 @@ def explore(
     seconds: Annotated[float, typer.Option("--seconds", min=10)] = 30,
     faults: FaultsOption = "",
     out: OutOption = Path("chaos-runs"),
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            min=1,
+            help="Schedules run at once, each in its own process on its own cluster",
+        ),
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
     """Run many schedules, each on a fresh cluster; end with a table of the anomalies
@@ -113,25 +121,39 @@ def explore(
     from rich.progress import Progress
 
     from strandline.chaos.report import ScheduleResult, summarize
-    from strandline.chaos.runner import ChaosConfig, explore_configs, run_schedule
+    from strandline.chaos.runner import (
+        ChaosConfig,
+        ScheduleFailed,
+        explore_configs,
+        run_schedules,
+    )
 
     base = ChaosConfig(seed=seed, out_dir=out, seconds=seconds, faults=_faults(faults))
     results: list[ScheduleResult] = []
+    failed: list[ScheduleFailed] = []
     started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
     with Progress(console=err_console, transient=as_json) as progress:
         task = progress.add_task("schedules", total=schedules)
-        for config in explore_configs(base, schedules):
-            result = run_schedule(config)
-            results.append(result)
+        for result in run_schedules(explore_configs(base, schedules), jobs=jobs):
             progress.advance(task)
+            if isinstance(result, ScheduleFailed):
+                failed.append(result)
+                progress.console.print(f"[red]{result}[/]")
+                continue
+            results.append(result)
             summary = summarize(results, wall_seconds=time.monotonic() - started)
             # Written after each schedule, so a long run can be read while it goes on.
             (out / "explore-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
             if not result.check.ok:
                 progress.console.print(
-                    f"[red]seed {config.seed}: anomalies[/] (see {result.folder})"
+                    f"[red]seed {result.seed}: anomalies[/] (see {result.folder})"
                 )
+    for failure in failed:
+        err_console.print(f"[red]{failure}[/]")
     _print_summary(summarize(results, wall_seconds=time.monotonic() - started), as_json)
+    if failed:
+        raise typer.Exit(code=1)
 
 
 @app.command("report")
