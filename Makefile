@@ -3,22 +3,36 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+PIP_VERSION := 26.3
 
-.PHONY: setup system-deps demo test lint bench clean
+.PHONY: setup system-deps demo test lint bench clean lock
 
 setup: system-deps $(STAMP)
 
 # Debian's zookeeper (never zookeeperd: it starts a system service) and stock kcat.
 system-deps:
-	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v kcat >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper kcat default-jre-headless nftables iproute2 >/dev/null; \
+	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v kcat >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper kcat default-jre-headless nftables iproute2 chromium chromium-driver >/dev/null; \
 	fi
 
-$(STAMP): pyproject.toml
+# The locked versions first, then the project itself without resolving anything again.
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m pip install -q pip==$(PIP_VERSION)
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
+
+# Re-resolve pyproject.toml's pins in a scratch venv and write what it installed.
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install -q pip==$(PIP_VERSION)
+	.lock-venv/bin/python -m pip install -q '.[test,bench]'
+	head -3 requirements.lock > requirements.lock.new
+	.lock-venv/bin/python -m pip freeze --exclude strandline >> requirements.lock.new
+	mv requirements.lock.new requirements.lock
+	rm -rf .lock-venv
 
 demo: setup
 	$(VENV)/bin/strandline demo

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ class StateChangeLog:
         self.broker_id = broker_id
         self._lock = threading.Lock()
         self._file = None
+        # Told each event's name (the broker's metrics count some of them).
+        self.listeners: list[Callable[[str], None]] = []
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = path.open("a", buffering=1, encoding="utf-8")
@@ -37,6 +40,8 @@ class StateChangeLog:
             entry["topic"] = tp.topic
             entry["partition"] = tp.partition
         entry.update(details)
+        for listener in self.listeners:
+            listener(event)
         if self._file is not None:
             with self._lock:
                 self._file.write(json.dumps(entry, default=str) + "\n")

@@ -23,5 +23,8 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 NO_TIMESTAMP = -1
 CONSUMER_REPLICA_ID = -1
+# Kafka's DebuggingConsumerId: may read any replica, leader or not, up to its own HW
+# (kafka-replica-verification.sh fetches every replica this way).
+DEBUGGING_REPLICA_ID = -2
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1

@@ -12,7 +12,10 @@ Rules, as implemented (each anomaly kind names the rule):
   `lost_acks1` and are not anomalies unless `acks1_loss_is_anomaly=True`.
 - "wrong-offset": an ok send whose value is in the final read but not at the acknowledged
   (topic, partition, offset) -- which also covers "the acked offset holds another value".
-  A value absent from the final read is "lost", never also "wrong-offset".
+  A value absent from the final read is "lost", never also "wrong-offset". An ok send
+  without an offset (librdkafka's "implicitly acked by subsequent batch success": an
+  idempotent batch whose own answer was lost, known persisted because a later batch of
+  the same producer succeeded) can only be lost, not misplaced.
 - "duplicate": a value at more than one offset of the final read, sent by an idempotent
   producer. Duplicates from non-idempotent producers (or of values no send op names) are
   legal at-least-once retries: counted in `duplicates_non_idempotent`, not anomalies.
@@ -316,7 +319,7 @@ def _check_acked(
     lost_acks1 = 0
     for value, op in acked.items():
         tp = (op["topic"], int(op["partition"]))
-        offset = int(op["offset"])
+        offset = None if op.get("offset") is None else int(op["offset"])
         where = positions.get(value)
         if not where:
             if str(op.get("acks", "all")) == "1" and not acks1_loss_is_anomaly:
@@ -331,8 +334,10 @@ def _check_acked(
                 producer=op.get("producer"),
                 acks=op.get("acks"),
                 t=op["t"],
-                offset_now_holds=final.get(tp, {}).get(offset),
+                offset_now_holds=None if offset is None else final.get(tp, {}).get(offset),
             )
+            continue
+        if offset is None:
             continue
         held = final.get(tp, {}).get(offset)
         if held != value:

@@ -49,7 +49,9 @@ class SendOp(_Base):
     seq: int
     idempotent: bool
     acks: Literal["all", "1"]
-    offset: NotRequired[int]  # on "ok"
+    # On "ok"; None when librdkafka acked it implicitly (a later batch of the same
+    # idempotent producer succeeded), which tells that it was written, not where.
+    offset: NotRequired[int | None]
     error: NotRequired[str]  # on "fail" / "info"
 
 

@@ -189,29 +189,43 @@ def check_schedule(ops: Sequence[Op], seed: int | None) -> CheckResult:
     return run_checker(ops, seed=seed, grace=None, acks1_loss_is_anomaly=True)
 
 
+# History ops written only once a schedule's workload, healing and final read are over.
+RUN_ENDED = ("replica-compare", "replica-compare-skipped")
+
+
 def load_results(run_dirs: Sequence[Path], *, recheck: bool = False) -> list[ScheduleResult]:
     """The finished schedules under each folder (`seed-*/check.json`), so runs made
     separately (or in parallel) can be summarized together. A schedule's kinds and run
     time come from its `schedule.json`, or else from the history's plan line.
-    `recheck` runs the checker again on each history (and rewrites check.json)."""
+    `recheck` runs the checker again on each history (and rewrites check.json), including
+    schedules that ran to their end but have no check.json (their check crashed)."""
     results: list[ScheduleResult] = []
     for run_dir in run_dirs:
-        for check_path in sorted(Path(run_dir).glob("seed-*/check.json")):
-            folder = check_path.parent
+        for folder in sorted(Path(run_dir).glob("seed-*")):
+            check_path = folder / "check.json"
             seed = int(folder.name.removeprefix("seed-"))
-            if recheck:
-                check = check_schedule(read_history(folder / "history.jsonl"), seed)
+            if recheck and (folder / "history.jsonl").exists():
+                ops = read_history(folder / "history.jsonl")
+                # A schedule whose run ended but whose check did not (a checker bug, since
+                # fixed) is checked now; one cut short before its final read is not.
+                if not check_path.exists() and not any(op["f"] in RUN_ENDED for op in ops):
+                    continue
+                check = check_schedule(ops, seed)
                 check_path.write_text(json.dumps(check.to_json(), indent=2) + "\n")
-            else:
+            elif check_path.exists():
                 check = CheckResult.from_json(json.loads(check_path.read_text()))
+            else:
+                continue
             schedule_path = folder / SCHEDULE_FILE
             if schedule_path.exists():
                 schedule = json.loads(schedule_path.read_text())
                 faults, seconds = list(schedule["faults"]), float(schedule["seconds"])
             else:
-                with (folder / "history.jsonl").open(encoding="utf-8") as history:
-                    plan = json.loads(history.readline())
+                # Written before schedule.json existed: the plan line names the kinds, and
+                # the last op's time is the run's length (without the cluster's start).
+                ops = read_history(folder / "history.jsonl")
+                plan = next((op for op in ops if op["f"] == "plan"), {})
                 faults = [step["kind"] for step in plan.get("steps", [])]
-                seconds = check_path.stat().st_mtime - (folder / "history.jsonl").stat().st_ctime
+                seconds = max((float(op["t"]) for op in ops), default=0.0)
             results.append(ScheduleResult(seed, seconds, faults, check, folder))
     return sorted(results, key=lambda r: r.seed)

@@ -476,12 +476,7 @@ class Run:
             faulthandler.cancel_dump_traceback_later()
             if self._stacks is not None:
                 self._stacks.close()
-        ops = read_history(self.history_path)
-        result: CheckResult = check_schedule(ops, config.seed)
-        if result.ok and not config.keep_cluster:
-            # A failed schedule keeps its segments, broker.out and configs for study.
-            shutil.rmtree(self.cluster_dir, ignore_errors=True)
-        (self.folder / "check.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        # Before the check, so a schedule whose check fails to run can be checked again.
         (self.folder / SCHEDULE_FILE).write_text(
             json.dumps(
                 {
@@ -494,6 +489,12 @@ class Run:
             )
             + "\n"
         )
+        ops = read_history(self.history_path)
+        result: CheckResult = check_schedule(ops, config.seed)
+        if result.ok and not config.keep_cluster:
+            # A failed schedule keeps its segments, broker.out and configs for study.
+            shutil.rmtree(self.cluster_dir, ignore_errors=True)
+        (self.folder / "check.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         draw_timeline(
             ops,
             self.folder / "timeline.png",

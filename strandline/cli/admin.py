@@ -1,5 +1,7 @@
 """`strandline reassign`, `strandline elect`, `strandline verify-replicas` (seed 001's tools).
 
+`reassign` takes kafka-reassign-partitions.sh's --execute, --verify, --list and --cancel.
+
 `reassign` and `elect` talk to the cluster over the Kafka protocol
 (AlterPartitionReassignments/ListPartitionReassignments, ElectLeaders), sending to the
 controller that Metadata names, as Kafka's admin client does. `verify-replicas` reads
@@ -11,6 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,16 @@ from rich.console import Console
 from rich.table import Table
 
 from strandline.client.connection import send_request
+from strandline.controller.assignment import propose_reassignment
+from strandline.errors import KafkaError
 from strandline.protocol.codec import request_type
+from strandline.quotas import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    reassignment_throttles,
+)
 from strandline.storage import replica_verify
 from strandline.types import TopicPartition
 
@@ -120,14 +132,18 @@ def parse_reassignment_json(text: str) -> dict[TopicPartition, list[int]]:
 
 
 def execute_reassignment(
-    bootstrap: str, wanted: dict[TopicPartition, list[int]]
+    bootstrap: str, wanted: Mapping[TopicPartition, list[int] | None]
 ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+    """AlterPartitionReassignments; a None target cancels that partition's move."""
     cls = request_type(ALTER_PARTITION_REASSIGNMENTS, 0)
     module = __import__(cls.__module__, fromlist=["ReassignableTopic"])
     by_topic: dict[str, list[Any]] = {}
     for tp, replicas in sorted(wanted.items()):
         by_topic.setdefault(tp.topic, []).append(
-            module.ReassignablePartition(partition_index=tp.partition, replicas=tuple(replicas))
+            module.ReassignablePartition(
+                partition_index=tp.partition,
+                replicas=None if replicas is None else tuple(replicas),
+            )
         )
     request = cls(
         timeout=REQUEST_TIMEOUT,
@@ -175,20 +191,239 @@ def verify_reassignment(
     return status
 
 
+def _ids(ids: Any) -> str:
+    return ",".join(str(int(i)) for i in ids) or "-"
+
+
+def list_reassignments(bootstrap: str) -> None:
+    """Kafka's --list: every partition being moved, with AR, adding and removing."""
+    ongoing = ongoing_reassignments(bootstrap)
+    if not ongoing:
+        console.print("No partition reassignments found.")
+        return
+    table = Table("TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING")
+    for tp, p in sorted(ongoing.items()):
+        table.add_row(
+            tp.topic,
+            str(tp.partition),
+            _ids(p.replicas),
+            _ids(p.adding_replicas),
+            _ids(p.removing_replicas),
+        )
+    console.print(table)
+
+
+def cancel_reassignments(bootstrap: str, wanted: dict[TopicPartition, list[int]]) -> None:
+    """Kafka's --cancel: the listed partitions go back to the replicas they had before
+    their move started (AlterPartitionReassignments with null replicas)."""
+    results = execute_reassignment(bootstrap, dict.fromkeys(wanted))
+    cancelled = sorted(tp for tp, (code, _m) in results.items() if code == ErrorCode.none)
+    if cancelled:
+        names = ",".join(f"{tp.topic}-{tp.partition}" for tp in cancelled)
+        console.print(f"Successfully cancelled partition reassignments for: {names}")
+    failed = {tp: r for tp, r in sorted(results.items()) if r[0] != ErrorCode.none}
+    for tp, (code, message) in failed.items():
+        reason = (
+            "no reassignment in progress"
+            if code == ErrorCode.no_reassignment_in_progress
+            else message or code.name
+        )
+        err_console.print(
+            f"[bold red]error:[/] cannot cancel the reassignment of {tp.topic}-{tp.partition}: "
+            f"{reason} ({code.name.upper()})",
+            soft_wrap=True,
+        )
+    if failed:
+        raise typer.Exit(code=1)
+
+
+def _alter_configs(
+    bootstrap: str, changes: Sequence[tuple[str, str, Mapping[str, str | None]]]
+) -> None:
+    """IncrementalAlterConfigs: (resource type "topic"|"broker", name, key -> value or
+    None to delete)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resources = [
+        ConfigResource(
+            ResourceType.TOPIC if kind == "topic" else ResourceType.BROKER,
+            name,
+            incremental_configs=[
+                ConfigEntry(
+                    key,
+                    value or "",
+                    incremental_operation=AlterConfigOpType.DELETE
+                    if value is None
+                    else AlterConfigOpType.SET,
+                )
+                for key, value in entries.items()
+            ],
+        )
+        for kind, name, entries in changes
+    ]
+    # One resource per call: librdkafka sends a broker's to that broker itself.
+    for resource in resources:
+        for future in admin.incremental_alter_configs([resource]).values():
+            try:
+                future.result(timeout=30)
+            except KafkaException as e:
+                raise ToolError(f"altering configs of {resource}: {e.args[0].str()}") from e
+
+
+def set_throttle(bootstrap: str, wanted: Mapping[TopicPartition, list[int]], rate: int) -> None:
+    """What --execute --throttle sets (Kafka's ReassignPartitionsCommand): the rate on
+    every broker taking part, the replica lists on each moving topic."""
+    current = {
+        (tp.topic, tp.partition): replicas
+        for tp, (_leader, replicas) in _partition_replicas(_metadata(bootstrap)).items()
+    }
+    topics, brokers = reassignment_throttles(
+        current, {(tp.topic, tp.partition): r for tp, r in wanted.items()}
+    )
+    _alter_configs(
+        bootstrap,
+        [("broker", str(b), {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)}) for b in brokers]
+        + [("topic", topic, dict(lists)) for topic, lists in topics.items()],
+    )
+    console.print(
+        f"Throttle of {rate} B/s set on brokers {sorted(brokers)}. Run --verify until the "
+        "reassignment completes: it removes the throttle."
+    )
+
+
+def clear_throttle(bootstrap: str, topics: set[str]) -> None:
+    """--verify once every listed partition completed: the throttle goes, as in Kafka."""
+    brokers = sorted(_broker_ids(bootstrap))
+    _alter_configs(
+        bootstrap,
+        [("broker", str(b), {LEADER_RATE: None, FOLLOWER_RATE: None}) for b in brokers]
+        + [
+            ("topic", topic, {LEADER_REPLICAS: None, FOLLOWER_REPLICAS: None})
+            for topic in sorted(topics)
+        ],
+    )
+    console.print(f"Clearing broker-level throttles on brokers {brokers}")
+    console.print(f"Clearing topic-level throttles on topics {sorted(topics)}")
+
+
+def _broker_ids(bootstrap: str) -> list[int]:
+    return [int(b.node_id) for b in _metadata(bootstrap).brokers]
+
+
+def generate_reassignment(
+    bootstrap: str, topics_json: str, broker_list: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(current, proposed) in Kafka's reassignment JSON for --generate."""
+    obj = json.loads(topics_json)
+    names = [str(t["topic"]) for t in obj.get("topics", [])]
+    if not names:
+        raise ToolError("--topics-to-move-json-file lists no topics")
+    try:
+        brokers = [int(b) for b in broker_list.split(",") if b.strip()]
+    except ValueError as e:
+        raise ToolError(f"--broker-list {broker_list!r}: expected ids like 1,2,3") from e
+    assigned = _partition_replicas(_metadata(bootstrap))
+    current: dict[str, dict[int, list[int]]] = {}
+    for tp, (_leader, replicas) in sorted(assigned.items()):
+        if tp.topic in names:
+            current.setdefault(tp.topic, {})[tp.partition] = list(replicas)
+    missing = sorted(set(names) - set(current))
+    if missing:
+        raise ToolError(f"unknown topic(s): {', '.join(missing)}")
+    try:
+        proposed = propose_reassignment(current, brokers)
+    except KafkaError as e:
+        raise ToolError(str(e)) from e
+
+    def as_json(layout: Mapping[str, Mapping[int, list[int]]]) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": r}
+                for t, parts in sorted(layout.items())
+                for p, r in sorted(parts.items())
+            ],
+        }
+
+    return as_json(current), as_json(proposed)
+
+
+REASSIGN_ACTIONS = ("--execute", "--verify", "--list", "--cancel", "--generate")
+
+
 def reassign(
     bootstrap_server: str = BOOTSTRAP,
-    reassignment_json_file: Path = typer.Option(  # noqa: B008 - typer's idiom
-        ..., "--reassignment-json-file", help="Kafka's reassignment JSON"
+    reassignment_json_file: Path | None = typer.Option(  # noqa: B008 - typer's idiom
+        None, "--reassignment-json-file", help="Kafka's reassignment JSON"
     ),
     execute: bool = typer.Option(False, "--execute", help="Start the reassignment"),
     verify: bool = typer.Option(False, "--verify", help="Report whether it completed"),
+    list_: bool = typer.Option(False, "--list", help="Partitions being reassigned now"),
+    cancel: bool = typer.Option(
+        False, "--cancel", help="Move the file's partitions back to their original replicas"
+    ),
+    generate: bool = typer.Option(
+        False, "--generate", help="Propose a layout of --topics-to-move-json-file's topics"
+    ),
+    topics_to_move_json_file: Path | None = typer.Option(  # noqa: B008 - typer's idiom
+        None, "--topics-to-move-json-file", help='{"version":1,"topics":[{"topic":"t"}]}'
+    ),
+    broker_list: str | None = typer.Option(
+        None, "--broker-list", help="Brokers to lay the topics over (--generate): 1,2,3"
+    ),
+    throttle: int | None = typer.Option(
+        None, "--throttle", min=1, help="Replication bytes/s while moving (--execute)"
+    ),
 ) -> None:
     """Move partitions to new replicas (kafka-reassign-partitions.sh)."""
-    if execute == verify:
-        raise _fail("give exactly one of --execute and --verify")
+    chosen = [
+        flag
+        for flag, on in zip(
+            REASSIGN_ACTIONS, (execute, verify, list_, cancel, generate), strict=True
+        )
+        if on
+    ]
+    if len(chosen) != 1:
+        raise _fail(f"give exactly one of {', '.join(REASSIGN_ACTIONS)}")
+    if throttle is not None and not execute:
+        raise _fail("--throttle only goes with --execute")
+    if generate:
+        if topics_to_move_json_file is None or broker_list is None:
+            raise _fail("--generate needs --topics-to-move-json-file and --broker-list")
+        try:
+            now, proposed = generate_reassignment(
+                bootstrap_server, topics_to_move_json_file.read_text(), broker_list
+            )
+        except (ToolError, OSError, ValueError, KeyError, TypeError) as e:
+            raise _fail(str(e)) from e
+        console.print("Current partition replica assignment")
+        console.print(json.dumps(now), soft_wrap=True)
+        console.print("Proposed partition reassignment configuration")
+        console.print(json.dumps(proposed), soft_wrap=True)
+        return
+    if list_:
+        if reassignment_json_file is not None:
+            raise _fail("--list takes no --reassignment-json-file")
+        try:
+            list_reassignments(bootstrap_server)
+        except (ToolError, OSError, ValueError) as e:
+            raise _fail(str(e)) from e
+        return
+    if reassignment_json_file is None:
+        raise _fail(f"{chosen[0]} needs --reassignment-json-file")
     try:
         wanted = parse_reassignment_json(reassignment_json_file.read_text())
-        if execute:
+        if cancel:
+            cancel_reassignments(bootstrap_server, wanted)
+        elif execute:
             current = _partition_replicas(_metadata(bootstrap_server))
             console.print("Current partition replica assignment")
             console.print(
@@ -208,6 +443,8 @@ def reassign(
                 ),
                 soft_wrap=True,
             )
+            if throttle is not None:
+                set_throttle(bootstrap_server, wanted, throttle)
             results = execute_reassignment(bootstrap_server, wanted)
             failed = {tp: r for tp, r in results.items() if r[0] != ErrorCode.none}
             for tp, (code, message) in sorted(failed.items()):
@@ -221,6 +458,8 @@ def reassign(
             status = verify_reassignment(bootstrap_server, wanted)
             for tp, state in status.items():
                 console.print(f"Reassignment of partition {tp.topic}-{tp.partition} is {state}.")
+            if all(state == "completed" for state in status.values()):
+                clear_throttle(bootstrap_server, {tp.topic for tp in wanted})
             if any(s == "failed" for s in status.values()):
                 raise typer.Exit(code=1)
     except (ToolError, OSError, ValueError, KeyError) as e:
@@ -328,14 +567,32 @@ def high_watermarks(cluster_dir: Path, bootstrap: str | None) -> dict[TopicParti
 
 
 def verify_replicas(
-    data_dir: Path = typer.Option(..., "--data-dir", help="A local cluster's directory"),  # noqa: B008
+    data_dir: Path | None = typer.Option(  # noqa: B008 - typer's idiom
+        None, "--data-dir", help="A local cluster's directory (reads its segment files)"
+    ),
+    bootstrap_server: str | None = typer.Option(
+        None, "--bootstrap-server", help="Any cluster: fetch every replica from its broker"
+    ),
     topic: str | None = typer.Option(None, "--topic", help="Only this topic"),
     offline: bool = typer.Option(
         False, "--offline", help="Take HWs from checkpoint files, not from the running cluster"
     ),
 ) -> None:
     """Check that every replica holds identical bytes below the high watermark
-    (kafka-replica-verification.sh over the segment files)."""
+    (kafka-replica-verification.sh): over the network with --bootstrap-server, or from a
+    local cluster's segment files with --data-dir."""
+    if (data_dir is None) == (bootstrap_server is None):
+        raise _fail("give exactly one of --data-dir, --bootstrap-server")
+    if bootstrap_server is not None:
+        from strandline.client.replica_verification import VerificationError, verify
+
+        try:
+            results = verify(bootstrap_server, None if topic is None else [topic])
+        except VerificationError as e:
+            raise _fail(str(e)) from e
+        _print_comparisons(results)
+        return
+    assert data_dir is not None
     data_dirs = {
         int(d.parent.name.removeprefix("broker-")): d
         for d in sorted(data_dir.glob("broker-*/data"))
@@ -353,8 +610,7 @@ def verify_replicas(
         except ClusterError:
             bootstrap = None
     hws = high_watermarks(data_dir, bootstrap)
-    table = Table("partition", "high watermark", "replicas (bytes compared)", "consistent")
-    inconsistent = 0
+    results = []
     for tp in sorted(replica_verify.partitions_in(list(data_dirs.values()))):
         if topic is not None and tp.topic != topic or tp not in hws:
             continue
@@ -363,11 +619,19 @@ def verify_replicas(
             for b, d in data_dirs.items()
             if replica_verify.partition_dir(d, tp).is_dir()
         }
-        result = replica_verify.compare_replicas(tp, dirs, hws[tp])
+        results.append(replica_verify.compare_replicas(tp, dirs, hws[tp]))
+    _print_comparisons(results)
+
+
+def _print_comparisons(results: list[replica_verify.ReplicaComparison]) -> None:
+    table = Table("partition", "high watermark", "replicas (bytes compared)", "consistent")
+    inconsistent = 0
+    for result in results:
+        tp = result.tp
         inconsistent += not result.consistent
         table.add_row(
             f"{tp.topic}-{tp.partition}",
-            str(hws[tp]),
+            str(result.below),
             ", ".join(f"{b}:{n}" for b, n in result.sizes.items()),
             "yes" if result.consistent else f"[red]NO[/] (differs: {list(result.mismatched)})",
         )

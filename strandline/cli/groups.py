@@ -1,16 +1,22 @@
-"""`strandline groups`: list, describe and reset consumer groups, like kafka-consumer-groups.
+"""`strandline groups`: list, describe, delete and reset consumer groups, like
+kafka-consumer-groups.sh.
+
+Two spellings: Kafka's flags (`strandline groups --describe --group g --members
+--bootstrap-server ...`, also --list, --delete, --delete-offsets, --reset-offsets) and the
+older subcommands (`strandline groups describe g --bootstrap-server ...`).
 
 Everything goes over the Kafka protocol (Metadata, ListGroups on every broker,
-FindCoordinator, DescribeGroups, OffsetFetch, ListOffsets, OffsetCommit), so it works
-against any broker of the cluster, or any Kafka-compatible one.
+FindCoordinator, DescribeGroups, OffsetFetch, ListOffsets, OffsetCommit, DeleteGroups,
+OffsetDelete), so it works against any broker of the cluster, or any Kafka-compatible one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -18,19 +24,33 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli.topics import TopicToolError, read_command_config
 from strandline.client.connection import KafkaConnection
 from strandline.protocol.messages import build, request_module
 from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 
-app = typer.Typer(help="Consumer groups: list, describe, reset offsets.", no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True)
 console = Console()
+err_console = Console(stderr=True)
 
 BOOTSTRAP_HELP = "HOST:PORT of any broker"
 REQUEST_TIMEOUT_S = 15.0
 COORDINATOR_RETRY_S = 0.2
 COORDINATOR_WAIT_S = 15.0
+
+
+# Answers that mean "ask again, maybe elsewhere": the group's coordinator is moving or
+# loading its partition of __consumer_offsets.
+RETRIABLE = frozenset(
+    {
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+    }
+)
 
 
 class GroupToolError(RuntimeError):
@@ -67,11 +87,20 @@ class PartitionRow:
 class ClusterClient:
     """Connections by broker address, opened on first use."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        client_id: str = "strandline-groups",
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+    ) -> None:
         self.bootstrap = _split(bootstrap.split(",")[0])
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_s
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[TopicPartition, int] = {}
+        # Topics the last Metadata named that exist, with their partitions.
+        self.partitions: dict[str, list[int]] = {}
 
     async def __aenter__(self) -> ClusterClient:
         return self
@@ -83,9 +112,9 @@ class ClusterClient:
     async def send(self, address: tuple[str, int], request: Any) -> Any:
         connection = self._connections.get(address)
         if connection is None or connection.closed:
-            connection = await KafkaConnection.open(*address, client_id="strandline-groups")
+            connection = await KafkaConnection.open(*address, client_id=self.client_id)
             self._connections[address] = connection
-        return await connection.send(request, timeout=REQUEST_TIMEOUT_S)
+        return await connection.send(request, timeout=self.request_timeout_s)
 
     async def metadata(self, topics: Iterable[str] | None = None) -> None:
         wanted = (
@@ -109,10 +138,17 @@ class ClusterClient:
         )
         self.brokers = {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}
         for topic in response.topics:
+            if topic.error_code == ErrorCode.unknown_topic_or_partition:
+                continue
+            self.partitions[topic.name] = sorted(int(p.partition_index) for p in topic.partitions)
             for p in topic.partitions:
                 self.leaders[TopicPartition(topic.name, p.partition_index)] = int(p.leader_id)
 
     async def coordinator(self, group: str) -> tuple[str, int]:
+        _node, host, port = await self.coordinator_node(group)
+        return host, port
+
+    async def coordinator_node(self, group: str) -> tuple[int, str, int]:
         """FindCoordinator, retried while the coordinator loads or is being created."""
         deadline = asyncio.get_running_loop().time() + COORDINATOR_WAIT_S
         while True:
@@ -120,7 +156,7 @@ class ClusterClient:
                 self.bootstrap, _request(10, 2, "FindCoordinatorRequest", key=group, key_type=0)
             )
             if response.error_code == ErrorCode.none:
-                return response.host, int(response.port)
+                return int(response.node_id), response.host, int(response.port)
             if asyncio.get_running_loop().time() > deadline:
                 raise GroupToolError(
                     f"no coordinator for group {group!r}: {ErrorCode(response.error_code).name}"
@@ -144,13 +180,26 @@ class ClusterClient:
             ]
         return sorted(found)
 
+    async def _at_coordinator(
+        self, group: str, request: Any, error_of: Callable[[Any], int]
+    ) -> Any:
+        """Send `request` to the group's coordinator, again (rediscovering it) while the
+        answer says it is moving or loading, as Kafka's admin client does."""
+        deadline = asyncio.get_running_loop().time() + COORDINATOR_WAIT_S
+        while True:
+            response = await self.send(await self.coordinator(group), request)
+            retry = ErrorCode(error_of(response)) in RETRIABLE
+            if not retry or asyncio.get_running_loop().time() > deadline:
+                return response
+            await asyncio.sleep(COORDINATOR_RETRY_S)
+
     async def describe(self, group: str) -> Any:
-        address = await self.coordinator(group)
-        response = await self.send(
-            address,
+        response = await self._at_coordinator(
+            group,
             _request(
                 15, 5, "DescribeGroupsRequest", groups=(group,), include_authorized_operations=False
             ),
+            lambda r: r.groups[0].error_code,
         )
         (described,) = response.groups
         if described.error_code != ErrorCode.none:
@@ -160,10 +209,10 @@ class ClusterClient:
         return described
 
     async def committed(self, group: str) -> dict[TopicPartition, int]:
-        address = await self.coordinator(group)
-        response = await self.send(
-            address,
+        response = await self._at_coordinator(
+            group,
             _request(9, 7, "OffsetFetchRequest", group_id=group, topics=None, require_stable=False),
+            lambda r: r.error_code,
         )
         if response.error_code != ErrorCode.none:
             raise GroupToolError(f"OffsetFetch {group!r}: {ErrorCode(response.error_code).name}")
@@ -268,43 +317,110 @@ class ClusterClient:
         if failed:
             raise GroupToolError("OffsetCommit failed for " + ", ".join(failed))
 
+    async def delete_group(self, group: str) -> ErrorCode:
+        response = await self._at_coordinator(
+            group,
+            _request(42, 2, "DeleteGroupsRequest", groups_names=(group,)),
+            lambda r: r.results[0].error_code,
+        )
+        return ErrorCode(response.results[0].error_code)
+
+    async def delete_offsets(
+        self, group: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete (47) at the group's coordinator: the group's error, else one error
+        per partition."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = _request(
+            47,
+            0,
+            "OffsetDeleteRequest",
+            group_id=group,
+            topics=tuple(
+                _request(
+                    47,
+                    0,
+                    "OffsetDeleteRequestTopic",
+                    name=name,
+                    partitions=tuple(
+                        _request(47, 0, "OffsetDeleteRequestPartition", partition_index=p)
+                        for p in ps
+                    ),
+                )
+                for name, ps in by_topic.items()
+            ),
+        )
+        response = await self._at_coordinator(group, request, lambda r: r.error_code)
+        return ErrorCode(response.error_code), {
+            TopicPartition(t.name, int(p.partition_index)): ErrorCode(p.error_code)
+            for t in response.topics
+            for p in t.partitions
+        }
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """What --command-config may set for this client."""
+
+    client_id: str = "strandline-groups"
+    request_timeout_s: float = REQUEST_TIMEOUT_S
+
+    def connect(self, bootstrap: str) -> ClusterClient:
+        return ClusterClient(bootstrap, self.client_id, self.request_timeout_s)
+
+
+DEFAULT_SETTINGS = ClientSettings()
+
+
+def _assignment(protocol_type: str, member: Any) -> list[TopicPartition]:
+    """A consumer-protocol member's assigned partitions; none for other protocols, or
+    while the group rebalances (DescribeGroups then carries no assignment)."""
+    if protocol_type != "consumer" or not member.member_assignment:
+        return []
+    try:
+        assignment = ConsumerProtocolAssignment.decode(bytes(member.member_assignment))
+        return sorted(TopicPartition(tp.topic, tp.partition) for tp in assignment.partitions())
+    except Exception:  # noqa: BLE001 - a client's own bytes: show no assignment, not a crash
+        return []
+
 
 def _assigned(described: Any) -> dict[TopicPartition, Any]:
-    owners: dict[TopicPartition, Any] = {}
-    if described.protocol_type != "consumer":
-        return owners
-    for member in described.members:
-        if not member.member_assignment:
-            continue
-        assignment = ConsumerProtocolAssignment.decode(bytes(member.member_assignment))
-        for tp in assignment.partitions():
-            owners[TopicPartition(tp.topic, tp.partition)] = member
-    return owners
+    return {
+        tp: member
+        for member in described.members
+        for tp in _assignment(described.protocol_type, member)
+    }
 
 
 async def describe_group(bootstrap: str, group: str) -> tuple[str, list[PartitionRow]]:
     """The group's state and one row per committed or assigned partition."""
     async with ClusterClient(bootstrap) as client:
         described = await client.describe(group)
-        committed = await client.committed(group)
-        owners = _assigned(described)
-        partitions = sorted(set(committed) | set(owners))
-        await client.metadata({tp.topic for tp in partitions})
-        ends = await client.list_offsets(partitions, LATEST_TIMESTAMP)
-        rows = []
-        for tp in partitions:
-            owner = owners.get(tp)
-            rows.append(
-                PartitionRow(
-                    tp,
-                    committed.get(tp),
-                    ends.get(tp),
-                    owner.member_id if owner else "-",
-                    owner.client_id if owner else "-",
-                    owner.client_host or "-" if owner else "-",
-                )
+        return described.group_state, await _partition_rows(client, group, described)
+
+
+async def _partition_rows(client: ClusterClient, group: str, described: Any) -> list[PartitionRow]:
+    committed = await client.committed(group)
+    owners = _assigned(described)
+    partitions = sorted(set(committed) | set(owners))
+    await client.metadata({tp.topic for tp in partitions})
+    ends = await client.list_offsets(partitions, LATEST_TIMESTAMP)
+    rows = []
+    for tp in partitions:
+        owner = owners.get(tp)
+        rows.append(
+            PartitionRow(
+                tp,
+                committed.get(tp),
+                ends.get(tp),
+                owner.member_id if owner else "-",
+                owner.client_id if owner else "-",
+                owner.client_host or "-" if owner else "-",
             )
-        return described.group_state, rows
+        )
+    return rows
 
 
 async def plan_reset(
@@ -316,15 +432,27 @@ async def plan_reset(
     to_datetime: datetime.datetime | None,
     shift_by: int | None,
     execute: bool,
+    *,
+    only: dict[str, list[int] | None] | None = None,
+    to_offset: int | None = None,
+    settings: ClientSettings = DEFAULT_SETTINGS,
 ) -> tuple[str, dict[TopicPartition, int]]:
     """New offsets per partition (clamped to the log's range); committed if `execute`.
-    Like Kafka, only an inactive (Empty or unknown) group may be reset."""
-    async with ClusterClient(bootstrap) as client:
+    Like Kafka, only an inactive (Empty or unknown) group may be reset. `only` narrows
+    `topics` to some of their partitions (Kafka's --topic t:0,1)."""
+    async with settings.connect(bootstrap) as client:
         described = await client.describe(group)
         committed = await client.committed(group)
         if topics:
             await client.metadata(topics)
-            partitions = sorted(tp for tp in client.leaders if tp.topic in topics)
+            _check_topics(client, {t: (only or {}).get(t) for t in topics})
+            chosen = only or {}
+            partitions = sorted(
+                tp
+                for tp in client.leaders
+                if tp.topic in topics
+                and tp.partition in (chosen.get(tp.topic) or client.partitions[tp.topic])
+            )
         else:
             partitions = sorted(committed)
             await client.metadata({tp.topic for tp in partitions})
@@ -340,6 +468,8 @@ async def plan_reset(
             stamp = int(to_datetime.timestamp() * 1000)
             found = await client.list_offsets(partitions, stamp)
             targets = {tp: (o if o >= 0 else latest[tp]) for tp, o in found.items()}
+        elif to_offset is not None:
+            targets = dict.fromkeys(partitions, to_offset)
         else:
             assert shift_by is not None
             targets = {tp: committed.get(tp, latest.get(tp, 0)) + shift_by for tp in partitions}
@@ -358,9 +488,22 @@ def _fmt(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def _fail(error: Exception) -> typer.Exit:
-    console.print(f"[red]error:[/red] {error}")
+def _fail(error: Exception | str) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {escape(str(error))}", soft_wrap=True)
     return typer.Exit(1)
+
+
+def _check_topics(client: ClusterClient, wanted: dict[str, list[int] | None]) -> None:
+    """Unknown topics and partitions fail here, with their names, before any request."""
+    for topic, partitions in wanted.items():
+        if topic not in client.partitions:
+            raise GroupToolError(f"topic {topic!r} does not exist")
+        missing = sorted(set(partitions or ()) - set(client.partitions[topic]))
+        if missing:
+            raise GroupToolError(
+                f"topic {topic!r} has no partition {', '.join(map(str, missing))} "
+                f"(it has {len(client.partitions[topic])})"
+            )
 
 
 @app.command("list")
@@ -378,8 +521,10 @@ def list_command(
     console.print(table)
 
 
-async def _list(bootstrap: str) -> list[tuple[str, str, str, int]]:
-    async with ClusterClient(bootstrap) as client:
+async def _list(
+    bootstrap: str, settings: ClientSettings = DEFAULT_SETTINGS
+) -> list[tuple[str, str, str, int]]:
+    async with settings.connect(bootstrap) as client:
         return await client.list_groups()
 
 
@@ -393,6 +538,10 @@ def describe_command(
         state, rows = asyncio.run(describe_group(bootstrap_server, group))
     except (GroupToolError, OSError) as e:
         raise _fail(e) from e
+    console.print(_offsets_table(group, state, rows))
+
+
+def _offsets_table(group: str, state: str, rows: list[PartitionRow]) -> Table:
     table = Table(
         "GROUP",
         "TOPIC",
@@ -403,21 +552,21 @@ def describe_command(
         "CONSUMER-ID",
         "HOST",
         "CLIENT-ID",
-        title=f"group {group} ({state})",
+        title=escape(f"group {group} ({state})"),
     )
     for row in rows:
         table.add_row(
-            group,
-            row.tp.topic,
+            escape(group),
+            escape(row.tp.topic),
             str(row.tp.partition),
             _fmt(row.current),
             _fmt(row.log_end),
             _fmt(row.lag),
-            row.member_id,
-            row.host,
-            row.client_id,
+            escape(row.member_id),
+            escape(row.host),
+            escape(row.client_id),
         )
-    console.print(table)
+    return table
 
 
 @app.command("reset-offsets")
@@ -454,13 +603,521 @@ def reset_offsets_command(
         )
     except (GroupToolError, OSError) as e:
         raise _fail(e) from e
+    console.print(_reset_table(group, state, new, execute))
+
+
+def _reset_table(group: str, state: str, new: dict[TopicPartition, int], execute: bool) -> Table:
     table = Table(
         "GROUP",
         "TOPIC",
         "PARTITION",
         "NEW-OFFSET",
-        title=f"group {group} ({state}): {'committed' if execute else 'dry run'}",
+        title=escape(f"group {group} ({state}): {'committed' if execute else 'dry run'}"),
     )
     for tp, offset in sorted(new.items()):
-        table.add_row(group, tp.topic, str(tp.partition), str(offset))
+        table.add_row(escape(group), escape(tp.topic), str(tp.partition), str(offset))
+    return table
+
+
+# == kafka-consumer-groups.sh's flags ==========================================================
+
+ACTIONS = ("--list", "--describe", "--delete", "--delete-offsets", "--reset-offsets")
+VIEWS = ("--offsets", "--members", "--state")
+RESET_MODES = ("--to-earliest", "--to-latest", "--to-datetime", "--shift-by", "--to-offset")
+# What the errors users meet mean for the group they named.
+_GROUP_ERRORS = {
+    ErrorCode.group_id_not_found: "does not exist",
+    ErrorCode.non_empty_group: "has active members; stop its consumers first",
+    ErrorCode.invalid_group_id: "is not a valid group id",
+    ErrorCode.group_authorization_failed: "is not accessible to this client",
+}
+
+
+def _group_error(group: str, code: ErrorCode, failed: str = "") -> str:
+    """E.g. "group 'g' does not exist (GROUP_ID_NOT_FOUND)", or with `failed`="was not
+    deleted": "group 'g' was not deleted: it does not exist (GROUP_ID_NOT_FOUND)"."""
+    what = _GROUP_ERRORS.get(code)
+    if not failed:
+        return f"group {group!r} {what or 'failed'} ({code.name.upper()})"
+    because = f": it {what}" if what else ""
+    return f"group {group!r} {failed}{because} ({code.name.upper()})"
+
+
+@dataclass(frozen=True)
+class MemberView:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    partitions: list[TopicPartition]
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """What --describe shows of one group, in all three views."""
+
+    group: str
+    state: str
+    coordinator: tuple[int, str, int]
+    protocol_type: str
+    assignor: str
+    members: list[MemberView]
+    rows: list[PartitionRow]
+
+    @property
+    def exists(self) -> bool:
+        # DescribeGroups answers Dead, without an error, for a group it does not know.
+        return self.state != "Dead"
+
+
+def parse_topic_partitions(values: Iterable[str]) -> dict[str, list[int] | None]:
+    """Kafka's --topic values: `t` (every partition) or `t:0,2`."""
+    out: dict[str, list[int] | None] = {}
+    for value in values:
+        topic, sep, spec = value.partition(":")
+        try:
+            partitions = sorted({int(p) for p in spec.split(",")}) if sep else None
+        except ValueError:
+            partitions = []
+        if not topic or partitions == [] or any(p < 0 for p in partitions or ()):
+            raise GroupToolError(
+                f"--topic expects TOPIC or TOPIC:PARTITION,PARTITION, got {value!r}"
+            )
+        previous = out.get(topic, [])
+        merged = None if previous is None or partitions is None else {*previous, *partitions}
+        out[topic] = None if merged is None else sorted(merged)
+    return out
+
+
+def _settings(command_config: Path | None) -> ClientSettings:
+    """The --command-config settings this client honours: client.id, request.timeout.ms.
+    It speaks PLAINTEXT only, so security settings fail instead of being dropped."""
+    try:
+        props = read_command_config(command_config)
+    except TopicToolError as e:
+        raise GroupToolError(str(e)) from e
+    protocol = props.get("security.protocol", "PLAINTEXT")
+    if protocol.upper() != "PLAINTEXT":
+        raise GroupToolError(f"security.protocol={protocol} is not supported (PLAINTEXT only)")
+    secure = sorted(k for k in props if k.startswith(("sasl.", "ssl.")))
+    if secure:
+        raise GroupToolError(f"{secure[0]} is not supported (PLAINTEXT only)")
+    timeout = props.get("request.timeout.ms", str(int(REQUEST_TIMEOUT_S * 1000)))
+    if not timeout.isdigit() or int(timeout) == 0:
+        raise GroupToolError(f"request.timeout.ms={timeout} is not a positive number")
+    return ClientSettings(props.get("client.id", DEFAULT_SETTINGS.client_id), int(timeout) / 1000)
+
+
+async def _group_ids(client: ClusterClient, groups: list[str], all_groups: bool) -> list[str]:
+    if not all_groups:
+        return list(dict.fromkeys(groups))
+    return sorted({g for g, _type, _state, _broker in await client.list_groups()})
+
+
+async def describe_groups(
+    bootstrap: str, groups: list[str], all_groups: bool, offsets: bool, settings: ClientSettings
+) -> list[GroupView]:
+    """One view per group (--all-groups: every group ListGroups finds); the partition rows
+    only when `offsets`, since they cost an OffsetFetch and ListOffsets per group."""
+    views = []
+    async with settings.connect(bootstrap) as client:
+        for group in await _group_ids(client, groups, all_groups):
+            coordinator = await client.coordinator_node(group)
+            described = await client.describe(group)
+            members = [
+                MemberView(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host or "-",
+                    _assignment(described.protocol_type, m),
+                )
+                for m in described.members
+            ]
+            rows = []
+            if offsets and described.group_state != "Dead":
+                rows = await _partition_rows(client, group, described)
+            views.append(
+                GroupView(
+                    group,
+                    described.group_state,
+                    coordinator,
+                    described.protocol_type,
+                    described.protocol_data,
+                    members,
+                    rows,
+                )
+            )
+    return views
+
+
+async def delete_groups(
+    bootstrap: str, groups: list[str], all_groups: bool, settings: ClientSettings
+) -> dict[str, ErrorCode]:
+    async with settings.connect(bootstrap) as client:
+        return {
+            group: await client.delete_group(group)
+            for group in await _group_ids(client, groups, all_groups)
+        }
+
+
+async def delete_offsets(
+    bootstrap: str, group: str, topics: dict[str, list[int] | None], settings: ClientSettings
+) -> dict[TopicPartition, ErrorCode]:
+    """OffsetDelete for the named partitions (a bare topic: all of its partitions)."""
+    async with settings.connect(bootstrap) as client:
+        await client.metadata(topics)
+        _check_topics(client, topics)
+        partitions = [
+            TopicPartition(topic, p)
+            for topic, ps in topics.items()
+            for p in (client.partitions[topic] if ps is None else ps)
+        ]
+        code, results = await client.delete_offsets(group, partitions)
+        if code != ErrorCode.none:
+            if code == ErrorCode.non_empty_group:
+                # Kafka's answer for a group with members that is not a consumer group: it
+                # cannot tell which topics those members use.
+                raise GroupToolError(
+                    f"group {group!r} has active members and is not a consumer group; "
+                    f"stop them first (NON_EMPTY_GROUP)"
+                )
+            raise GroupToolError(_group_error(group, code))
+        return results
+
+
+def _partitions_text(partitions: list[TopicPartition]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items()))
+
+
+def _print_offsets(view: GroupView) -> None:
+    if not view.members:
+        console.print(f"Consumer group {escape(repr(view.group))} has no active members.")
+    console.print(_offsets_table(view.group, view.state, view.rows))
+
+
+def _print_members(view: GroupView, verbose: bool) -> None:
+    if not view.members:
+        console.print(f"Consumer group {escape(repr(view.group))} has no active members.")
+        return
+    columns = ["GROUP", "CONSUMER-ID"]
+    columns += ["GROUP-INSTANCE-ID"] if verbose else []
+    columns += ["HOST", "CLIENT-ID", "#PARTITIONS"]
+    columns += ["ASSIGNMENT"] if verbose else []
+    table = Table(*columns, title=escape(f"group {view.group} ({view.state})"))
+    for m in view.members:
+        cells = [view.group, m.member_id]
+        cells += [m.group_instance_id or "-"] if verbose else []
+        cells += [m.host, m.client_id, str(len(m.partitions))]
+        cells += [_partitions_text(m.partitions) or "-"] if verbose else []
+        table.add_row(*(escape(c) for c in cells))
     console.print(table)
+
+
+def _print_states(views: list[GroupView]) -> None:
+    table = Table("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+    for view in views:
+        node, host, port = view.coordinator
+        table.add_row(
+            escape(view.group),
+            escape(f"{host}:{port} ({node})"),
+            escape(view.assignor or "-"),
+            view.state,
+            str(len(view.members)),
+        )
+    console.print(table)
+
+
+def _validate(
+    action: str,
+    *,
+    groups: list[str],
+    all_groups: bool,
+    topics: list[str],
+    all_topics: bool,
+    views: list[str],
+    verbose: bool,
+    reset_modes: list[str],
+    execute: bool,
+    dry_run: bool,
+) -> None:
+    """The flag combinations kafka-consumer-groups.sh accepts; anything else is one line."""
+    if views and action != "--describe":
+        raise GroupToolError(f"{', '.join(VIEWS)} only go with --describe")
+    if len(views) > 1:
+        raise GroupToolError(f"give at most one of {', '.join(VIEWS)}")
+    if verbose and not (action == "--describe" and views == ["--members"]):
+        raise GroupToolError("--verbose only goes with --describe --members")
+    if action == "--list":
+        if groups or all_groups:
+            raise GroupToolError("--list takes no --group or --all-groups")
+    elif action == "--delete-offsets":
+        if all_groups or len(groups) != 1:
+            raise GroupToolError("--delete-offsets needs exactly one --group")
+    elif groups and all_groups:
+        raise GroupToolError("give --group or --all-groups, not both")
+    elif not groups and not all_groups:
+        raise GroupToolError(f"{action} needs --group (repeatable) or --all-groups")
+    if action == "--delete-offsets" and not topics:
+        raise GroupToolError("--delete-offsets needs --topic TOPIC[:PARTITION,...]")
+    if action == "--reset-offsets":
+        if bool(topics) == all_topics:
+            raise GroupToolError("--reset-offsets needs --topic (repeatable) or --all-topics")
+        if len(reset_modes) != 1:
+            raise GroupToolError(f"--reset-offsets needs exactly one of {', '.join(RESET_MODES)}")
+        if execute and dry_run:
+            raise GroupToolError("give --execute or --dry-run, not both")
+    else:
+        if topics and action != "--delete-offsets":
+            raise GroupToolError("--topic only goes with --delete-offsets or --reset-offsets")
+        extra = reset_modes + (["--all-topics"] if all_topics else [])
+        extra += ["--execute"] if execute else []
+        extra += ["--dry-run"] if dry_run else []
+        if extra:
+            raise GroupToolError(f"{extra[0]} only goes with --reset-offsets")
+
+
+@app.callback(
+    invoke_without_command=True,
+    help="Consumer groups, like kafka-consumer-groups.sh: --list, --describe, --delete, "
+    "--delete-offsets, --reset-offsets (or the subcommands below).",
+)
+def groups_flags(
+    ctx: typer.Context,
+    bootstrap_server: str | None = typer.Option(None, "--bootstrap-server", help=BOOTSTRAP_HELP),
+    command_config: Path | None = typer.Option(  # noqa: B008 - typer's idiom
+        None, "--command-config", help="Client properties file (client.id; PLAINTEXT only)"
+    ),
+    list_: bool = typer.Option(False, "--list", help="Every group id, one a line"),
+    describe_: bool = typer.Option(
+        False, "--describe", help="Offsets (default), --members or --state of groups"
+    ),
+    delete: bool = typer.Option(False, "--delete", help="Delete groups without active members"),
+    delete_offsets_: bool = typer.Option(
+        False, "--delete-offsets", help="Delete one group's committed offsets of --topic"
+    ),
+    reset_offsets: bool = typer.Option(
+        False, "--reset-offsets", help="Compute (--execute: commit) new offsets"
+    ),
+    group: list[str] = typer.Option(  # noqa: B008 - typer's idiom
+        [], "--group", help="Group id (repeatable)"
+    ),
+    all_groups: bool = typer.Option(False, "--all-groups", help="Every group of the cluster"),
+    topic: list[str] = typer.Option(  # noqa: B008 - typer's idiom
+        [], "--topic", help="TOPIC or TOPIC:PARTITION,PARTITION (repeatable)"
+    ),
+    all_topics: bool = typer.Option(
+        False, "--all-topics", help="Every topic the group has offsets for (--reset-offsets)"
+    ),
+    offsets: bool = typer.Option(False, "--offsets", help="Per partition: offset, end, lag"),
+    members: bool = typer.Option(False, "--members", help="Per member: host, client, partitions"),
+    state: bool = typer.Option(
+        False, "--state", help="Coordinator, assignment strategy, state, member count"
+    ),
+    verbose: bool = typer.Option(False, "--verbose", help="--members: with assignments"),
+    to_earliest: bool = typer.Option(False, "--to-earliest"),
+    to_latest: bool = typer.Option(False, "--to-latest"),
+    to_datetime: datetime.datetime | None = typer.Option(
+        None, "--to-datetime", help="e.g. 2026-01-31T12:00:00 (local time unless it has a zone)"
+    ),
+    shift_by: int | None = typer.Option(None, "--shift-by"),
+    to_offset: int | None = typer.Option(None, "--to-offset"),
+    execute: bool = typer.Option(False, "--execute", help="--reset-offsets: commit"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="--reset-offsets: only show (default)"),
+) -> None:
+    given = [name for name, value in ctx.params.items() if value not in (None, False, [], ())]
+    if ctx.invoked_subcommand is not None:
+        if given:
+            raise _fail(f"the subcommand {ctx.invoked_subcommand!r} takes its own options")
+        return
+    chosen = [
+        flag
+        for flag, on in zip(
+            ACTIONS, (list_, describe_, delete, delete_offsets_, reset_offsets), strict=True
+        )
+        if on
+    ]
+    if len(chosen) != 1:
+        raise _fail(f"give exactly one of {', '.join(ACTIONS)}")
+    action = chosen[0]
+    if bootstrap_server is None:
+        raise _fail("--bootstrap-server is required")
+    views = [flag for flag, on in zip(VIEWS, (offsets, members, state), strict=True) if on]
+    reset_modes = [
+        flag
+        for flag, on in zip(
+            RESET_MODES,
+            (
+                to_earliest,
+                to_latest,
+                to_datetime is not None,
+                shift_by is not None,
+                to_offset is not None,
+            ),
+            strict=True,
+        )
+        if on
+    ]
+    try:
+        _validate(
+            action,
+            groups=group,
+            all_groups=all_groups,
+            topics=topic,
+            all_topics=all_topics,
+            views=views,
+            verbose=verbose,
+            reset_modes=reset_modes,
+            execute=execute,
+            dry_run=dry_run,
+        )
+        topics = parse_topic_partitions(topic)
+        settings = _settings(command_config)
+        if action == "--list":
+            for group_id in sorted({g[0] for g in asyncio.run(_list(bootstrap_server, settings))}):
+                print(group_id)
+        elif action == "--describe":
+            _describe_flags(bootstrap_server, group, all_groups, views, verbose, settings)
+        elif action == "--delete":
+            _delete_flags(bootstrap_server, group, all_groups, settings)
+        elif action == "--delete-offsets":
+            _delete_offsets_flags(bootstrap_server, group[0], topics, settings)
+        else:
+            _reset_flags(
+                bootstrap_server,
+                group,
+                all_groups,
+                topics,
+                to_earliest,
+                to_latest,
+                to_datetime,
+                shift_by,
+                to_offset,
+                execute,
+                settings,
+            )
+    except (GroupToolError, typer.BadParameter) as e:
+        raise _fail(e) from e
+    except OSError as e:
+        raise _fail(f"no answer from {bootstrap_server}: {e}") from e
+
+
+def _describe_flags(
+    bootstrap: str,
+    groups: list[str],
+    all_groups: bool,
+    views: list[str],
+    verbose: bool,
+    settings: ClientSettings,
+) -> None:
+    view = views[0] if views else "--offsets"
+    found = asyncio.run(
+        describe_groups(bootstrap, groups, all_groups, view == "--offsets", settings)
+    )
+    existing = [v for v in found if v.exists]
+    if view == "--state" and existing:
+        _print_states(existing)
+    for v in existing:
+        if view == "--offsets":
+            _print_offsets(v)
+        elif view == "--members":
+            _print_members(v, verbose)
+    missing = [v.group for v in found if not v.exists]
+    if missing:
+        for name in missing[:-1]:
+            message = _group_error(name, _NOT_FOUND)
+            err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+        raise GroupToolError(_group_error(missing[-1], _NOT_FOUND))
+    if all_groups and not found:
+        console.print("No consumer groups.")
+
+
+_NOT_FOUND = ErrorCode.group_id_not_found
+
+
+def _delete_flags(
+    bootstrap: str, groups: list[str], all_groups: bool, settings: ClientSettings
+) -> None:
+    results = asyncio.run(delete_groups(bootstrap, groups, all_groups, settings))
+    deleted = [g for g, code in results.items() if code == ErrorCode.none]
+    if deleted:
+        names = ", ".join(repr(g) for g in deleted)
+        console.print(f"Deletion of requested consumer groups ({escape(names)}) was successful.")
+    elif not results:
+        console.print("No consumer groups to delete.")
+    failed = [(g, code) for g, code in results.items() if code != ErrorCode.none]
+    for name, code in failed[:-1]:
+        message = _group_error(name, code, "was not deleted")
+        err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    if failed:
+        name, code = failed[-1]
+        raise GroupToolError(_group_error(name, code, "was not deleted"))
+
+
+def _delete_offsets_flags(
+    bootstrap: str, group: str, topics: dict[str, list[int] | None], settings: ClientSettings
+) -> None:
+    results = asyncio.run(delete_offsets(bootstrap, group, topics, settings))
+    table = Table("TOPIC", "PARTITION", "STATUS", title=escape(f"group {group}"))
+    for tp, code in sorted(results.items()):
+        status = "Successful" if code == ErrorCode.none else f"Error: {code.name.upper()}"
+        table.add_row(escape(tp.topic), str(tp.partition), status)
+    console.print(table)
+    failed = {tp: code for tp, code in results.items() if code != ErrorCode.none}
+    if not failed:
+        return
+    subscribed = sorted(
+        {tp.topic for tp, c in failed.items() if c == ErrorCode.group_subscribed_to_topic}
+    )
+    if subscribed and len(subscribed) == len({tp.topic for tp in failed}):
+        names = ", ".join(repr(t) for t in subscribed)
+        raise GroupToolError(
+            f"offsets of group {group!r} kept: its active members are subscribed to "
+            f"{names} (GROUP_SUBSCRIBED_TO_TOPIC)"
+        )
+    raise GroupToolError(
+        f"offsets of group {group!r} not deleted for "
+        + ", ".join(
+            f"{tp.topic}-{tp.partition} ({code.name.upper()})"
+            for tp, code in sorted(failed.items())
+        )
+    )
+
+
+def _reset_flags(
+    bootstrap: str,
+    groups: list[str],
+    all_groups: bool,
+    topics: dict[str, list[int] | None],
+    to_earliest: bool,
+    to_latest: bool,
+    to_datetime: datetime.datetime | None,
+    shift_by: int | None,
+    to_offset: int | None,
+    execute: bool,
+    settings: ClientSettings,
+) -> None:
+    async def ids() -> list[str]:
+        async with settings.connect(bootstrap) as client:
+            return await _group_ids(client, groups, all_groups)
+
+    for group in asyncio.run(ids()):
+        state, new = asyncio.run(
+            plan_reset(
+                bootstrap,
+                group,
+                list(topics) or None,
+                to_earliest,
+                to_latest,
+                to_datetime,
+                shift_by,
+                execute,
+                only=topics,
+                to_offset=to_offset,
+                settings=settings,
+            )
+        )
+        console.print(_reset_table(group, state, new, execute))

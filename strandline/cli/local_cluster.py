@@ -67,6 +67,7 @@ ZK_MAX_SESSION_MS = 30000
 BROKER_COMMAND_ENV = "STRANDLINE_BROKER_COMMAND"
 # Inside namespaces every node has its own IP, so the well-known ports never collide.
 NETNS_BROKER_PORT = 9092
+NETNS_METRICS_PORT = 9404  # the Prometheus JMX exporter's customary port
 NETNS_ZK_PORT = 2181
 ZK_QUORUM_PORT = 2888
 ZK_ELECTION_PORT = 3888
@@ -94,10 +95,17 @@ class BrokerProcess:
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     ip: str | None = None  # its namespace's address; None: it listens on 127.0.0.1
     netns: str | None = None
+    metrics_port: int | None = None  # None: metrics.port=0 was asked for (metrics off)
 
     @property
     def host(self) -> str:
         return self.ip or LOOPBACK
+
+    @property
+    def metrics_url(self) -> str | None:
+        if self.metrics_port is None:
+            return None
+        return f"http://{self.host}:{self.metrics_port}/metrics"
 
 
 @dataclass
@@ -285,9 +293,12 @@ class LocalCluster:
                         NETNS_BROKER_PORT,
                         ip=spec.ip(str(broker_id)),
                         netns=spec.netns(str(broker_id)),
+                        metrics_port=NETNS_METRICS_PORT,
                     )
                 else:
-                    broker = BrokerProcess(broker_id, free_port())
+                    broker = BrokerProcess(broker_id, free_port(), metrics_port=free_port())
+                if (broker_overrides or {}).get("metrics.port") in ("", "0"):
+                    broker.metrics_port = None  # metrics asked off (the overhead bench)
                 self.brokers[broker_id] = broker
                 self._write_server_properties(broker_id, broker.port, broker_overrides or {})
                 if disk_limit_mb is not None:
@@ -375,7 +386,8 @@ class LocalCluster:
         (broker_dir / "data").mkdir(parents=True, exist_ok=True)
         (broker_dir / "logs").mkdir(parents=True, exist_ok=True)
         assert self.zk_connect is not None
-        host = self.brokers[broker_id].host
+        broker = self.brokers[broker_id]
+        host = broker.host
         settings = {
             "broker.id": str(broker_id),
             "listeners": f"PLAINTEXT://{host}:{port}",
@@ -384,6 +396,7 @@ class LocalCluster:
             "zookeeper.connect": self.zk_connect,
             "zookeeper.session.timeout.ms": str(DEFAULT_SESSION_TIMEOUT_MS),
             "strandline.logs.dir": str(broker_dir / "logs"),
+            "metrics.port": str(broker.metrics_port or 0),
         }
         settings.update(overrides)
         lines = [f"# written by strandline cluster up for broker {broker_id}"]
@@ -591,6 +604,8 @@ class LocalCluster:
                     "port": broker.port,
                     "ip": broker.ip,
                     "netns": broker.netns,
+                    "metrics_port": broker.metrics_port,
+                    "metrics_url": broker.metrics_url,
                     "config": str(self.config_path(broker_id)),
                     "log": str(self.broker_out(broker_id)),
                 }
@@ -653,7 +668,12 @@ class LocalCluster:
             if pid is not None and not _is_our_process(pid, str(cluster.config_path(broker_id))):
                 pid = None
             cluster.brokers[broker_id] = BrokerProcess(
-                broker_id, int(info["port"]), pid, ip=info.get("ip"), netns=info.get("netns")
+                broker_id,
+                int(info["port"]),
+                pid,
+                ip=info.get("ip"),
+                netns=info.get("netns"),
+                metrics_port=info.get("metrics_port"),
             )
         return cluster
 

@@ -9,9 +9,13 @@ from strandline.cli import (
     broker,
     chaos,
     cluster,
+    configs,
+    console,
     demo,
     dump_log,
     groups,
+    log_dirs,
+    perf,
     sim,
     state_change_log,
     topics,
@@ -30,11 +34,15 @@ app.command("elect")(admin.elect)
 app.command("verify-replicas")(admin.verify_replicas)
 app.command("dump-log")(dump_log.dump_log)
 app.command("topics")(topics.topics)
+app.command("configs")(configs.configs)
+app.command("console")(console.console)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(groups.app, name="groups")
+app.add_typer(log_dirs.app, name="log-dirs")
 app.add_typer(sim.app, name="sim")
 app.add_typer(chaos.app, name="chaos")
 app.add_typer(state_change_log.app, name="state-change-log")
+app.add_typer(perf.app, name="perf")
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidReplicaAssignmentError",
     "InvalidReplicationFactorError",
     "assign_replicas_to_brokers",
+    "propose_reassignment",
 ]
 
 
@@ -157,3 +158,20 @@ def _rack_aware(
         result[partition_id] = replicas
         partition_id += 1
     return result
+
+
+def propose_reassignment(
+    current: Mapping[str, Mapping[int, Sequence[int]]],
+    brokers: Sequence[int] | Mapping[int, str | None],
+    rng: random.Random | None = None,
+) -> dict[str, dict[int, list[int]]]:
+    """kafka-reassign-partitions.sh --generate: each topic's partitions laid out afresh
+    over `brokers`, keeping its partition count and replication factor (Kafka's
+    ReassignPartitionsCommand.calculateAssignment)."""
+    rng = rng or random.Random()
+    return {
+        topic: assign_replicas_to_brokers(
+            brokers, len(partitions), len(next(iter(partitions.values()))), rng=rng
+        )
+        for topic, partitions in sorted(current.items())
+    }

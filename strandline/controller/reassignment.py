@@ -72,14 +72,18 @@ class ReassignmentCompletion:
 
 
 def validate_target(ctx: ControllerContext, tp: TopicPartition, target: list[int]) -> None:
-    """Kafka's checks on a requested replica list (raises with the wire error)."""
+    """Kafka's checks on a requested replica list (raises with the wire error).
+
+    Only the replicas being added must be on live brokers, as in Kafka's validateReplicas:
+    the current ones already exist, and cancelling a move (back to the original replicas,
+    all still in AR) must work while one of them is down, the usual reason to cancel."""
     if tp not in ctx.assignments or tp.topic in ctx.topics_to_delete:
         raise UnknownTopicOrPartitionError(f"{tp} does not exist")
     if not target:
         raise InvalidReplicaAssignmentError(f"{tp}: the replica list is empty")
     if len(set(target)) != len(target):
         raise InvalidReplicaAssignmentError(f"{tp}: duplicate replicas in {target}")
-    unknown = sorted(set(target) - set(ctx.live_brokers))
+    unknown = sorted(set(target) - set(ctx.assignments[tp]) - set(ctx.live_brokers))
     if unknown:
         raise InvalidReplicaAssignmentError(f"{tp}: brokers {unknown} are not live")
 

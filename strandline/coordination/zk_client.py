@@ -246,14 +246,33 @@ class ZkClient:
         """Replace the topic's overrides and announce it under /config/changes, so every
         broker's config watcher reloads the topic (Kafka's AdminZkClient.changeConfigs)."""
         self._set_or_create(znodes.topic_config_path(name), znodes.encode_topic_config(config))
+        self._announce_config_change(f"topics/{name}")
+
+    def get_broker_config(self, entity: str) -> dict[str, str]:
+        """Dynamic configs of one broker (`entity` = its id) or of every broker
+        (znodes.BROKER_CONFIG_DEFAULT); {} when none were ever set."""
+        try:
+            data, _ = self.kazoo.get(znodes.broker_config_path(entity))
+        except NoNodeError:
+            return {}
+        return znodes.decode_broker_config(data)
+
+    def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
+        """Replace /config/brokers/<entity> and announce it, as Kafka's
+        AdminZkClient.changeBrokerConfig does; an empty config stays as an empty znode."""
+        self._set_or_create(znodes.broker_config_path(entity), znodes.encode_broker_config(config))
+        self._announce_config_change(f"brokers/{entity}")
+
+    def _announce_config_change(self, entity_path: str) -> None:
         self.kazoo.create(
             f"{znodes.CONFIG_CHANGES_PATH}/{znodes.CONFIG_CHANGE_PREFIX}",
-            znodes.encode_config_change(f"topics/{name}"),
+            znodes.encode_config_change(entity_path),
             sequence=True,
         )
 
     def get_config_changes(self) -> dict[str, str]:
-        """Sequential change-notification name -> entity path ("topics/<name>")."""
+        """Sequential change-notification name -> entity path ("topics/<name>",
+        "brokers/<id>" or "brokers/<default>")."""
         changes: dict[str, str] = {}
         for child in sorted(self.kazoo.get_children(znodes.CONFIG_CHANGES_PATH)):
             try:

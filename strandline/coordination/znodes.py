@@ -25,6 +25,9 @@ PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 CONFIG_PATH = "/config"
 CONFIG_TOPICS_PATH = "/config/topics"
+CONFIG_BROKERS_PATH = "/config/brokers"
+# The entity name of the cluster-wide broker defaults (Kafka's ConfigEntityName.Default).
+BROKER_CONFIG_DEFAULT = "<default>"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
@@ -35,6 +38,7 @@ PERSISTENT_PATHS = (
     BROKER_TOPICS_PATH,
     DELETE_TOPICS_PATH,
     CONFIG_TOPICS_PATH,
+    CONFIG_BROKERS_PATH,
     CONFIG_CHANGES_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
 )
@@ -62,6 +66,11 @@ def partition_state_path(tp: TopicPartition) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS_PATH}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """`entity` is a broker id or BROKER_CONFIG_DEFAULT."""
+    return f"{CONFIG_BROKERS_PATH}/{entity}"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -219,7 +228,7 @@ def decode_controller_epoch(data: bytes) -> int:
     return int(data.decode("ascii").strip())
 
 
-# --- /config/topics/<topic> and /config/changes ------------------------------------
+# --- /config/{topics,brokers}/<entity> and /config/changes -------------------------
 
 
 def encode_topic_config(config: dict[str, str]) -> bytes:
@@ -229,6 +238,11 @@ def encode_topic_config(config: dict[str, str]) -> bytes:
 def decode_topic_config(data: bytes) -> dict[str, str]:
     obj = _loads(data)
     return {str(k): str(v) for k, v in (obj.get("config") or {}).items()}
+
+
+# Kafka writes every entity type's config znode in the same shape.
+encode_broker_config = encode_topic_config
+decode_broker_config = decode_topic_config
 
 
 def encode_config_change(entity_path: str) -> bytes:

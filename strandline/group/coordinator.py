@@ -43,6 +43,8 @@ from strandline.group.model import (
     ListedGroup,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     Respond,
@@ -831,8 +833,10 @@ class GroupCoordinator:
         expired: list[TopicPartition],
         now_ms: int,
         out: list[Effect],
-    ) -> None:
-        """Tombstone the given offsets and, once none are left, the group itself."""
+        then: AppendCallback = _no_follow_up,
+    ) -> bool:
+        """Tombstone the given offsets and, once none are left, the group itself (Kafka's
+        cleanupGroupMetadata). False if there was nothing to write (`then` is not called)."""
         records: list[RawRecord] = [
             offset_commit_record(group.group_id, tp.topic, tp.partition, None) for tp in expired
         ]
@@ -847,8 +851,72 @@ class GroupCoordinator:
             group.transition_to(GroupState.DEAD, now_ms)
             del self._groups[group.group_id]
             records.append(group_metadata_record(group.group_id, None))
-        if records:
-            self._append(group, tuple(records), _no_follow_up, out)
+        if not records:
+            return False
+        self._append(group, tuple(records), then, out)
+        return True
+
+    def offset_delete(self, req: OffsetDeleteRequest, now_ms: int) -> list[Effect]:
+        """OffsetDelete (47), Kafka's handleDeleteOffsets: an Empty group loses any of its
+        offsets; a consumer group with members keeps those of topics its members subscribe
+        to (GROUP_SUBSCRIBED_TO_TOPIC); any other group with members is NON_EMPTY_GROUP.
+
+        The offsets leave memory at once and are tombstoned in `__consumer_offsets`, so a
+        coordinator that loads the partition later does not bring them back. The answer
+        waits for that write (Kafka answers before it): a tool that reports success has
+        made the deletion durable."""
+        out: list[Effect] = []
+
+        def fail(error: ErrorCode) -> list[Effect]:
+            out.append(Respond(req.token, OffsetDeleteResponse(error)))
+            return out
+
+        if not req.group_id:
+            return fail(E.invalid_group_id)
+        error = self._coordinator_error(req.group_id)
+        if error is not None:
+            return fail(error)
+        group = self._groups.get(req.group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return fail(E.group_id_not_found)
+        refused: dict[TopicPartition, ErrorCode] = {}
+        if group.state is GroupState.EMPTY:
+            eligible = list(req.partitions)
+        elif group.protocol_type == "consumer":
+            # Unknown subscriptions (unparseable metadata) count as subscribed to
+            # everything, as in Kafka: better to refuse than to drop offsets in use.
+            subscribed = group.subscribed_topics()
+            eligible = []
+            for tp in req.partitions:
+                if subscribed is None or tp.topic in subscribed:
+                    refused[tp] = E.group_subscribed_to_topic
+                else:
+                    eligible.append(tp)
+        else:
+            return fail(E.non_empty_group)
+        removed = [tp for tp in dict.fromkeys(eligible) if tp in group.offsets]
+        token = req.token
+
+        def answer(error: ErrorCode) -> OffsetDeleteResponse:
+            mapped = _OFFSET_STORE_ERRORS.get(error, error)
+            return OffsetDeleteResponse(
+                E.none, tuple((tp, refused.get(tp, mapped)) for tp in req.partitions)
+            )
+
+        def written(error: ErrorCode, now_ms: int) -> list[Effect]:
+            del now_ms
+            return [Respond(token, answer(error))]
+
+        if removed:
+            log.info(
+                "deleting offsets of group %s: %s",
+                group.group_id,
+                ", ".join(f"{tp.topic}-{tp.partition}" for tp in removed),
+            )
+        # Like Kafka, only a request with something eligible may retire an Empty group.
+        if not eligible or not self._delete_group(group, removed, now_ms, out, written):
+            out.append(Respond(token, answer(E.none)))
+        return out
 
     # == timers =================================================================================
 

@@ -126,6 +126,13 @@ class OffsetFetchRequest:
     partitions: tuple[TopicPartition, ...] | None = None  # None = every committed offset
 
 
+@dataclass(frozen=True)
+class OffsetDeleteRequest:
+    token: Token
+    group_id: str
+    partitions: tuple[TopicPartition, ...]
+
+
 # -- responses --------------------------------------------------------------------------------
 
 
@@ -184,6 +191,15 @@ class FetchedOffset:
 class OffsetFetchResponse:
     error: ErrorCode
     offsets: tuple[tuple[TopicPartition, FetchedOffset], ...] = ()
+
+
+@dataclass(frozen=True)
+class OffsetDeleteResponse:
+    """A group-level error, or one error per requested partition (none when the group
+    failed, as on Kafka's wire)."""
+
+    error: ErrorCode
+    errors: tuple[tuple[TopicPartition, ErrorCode], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
 
 from strandline.protocol import controller_schema
@@ -28,6 +29,26 @@ class RequestHeader:
     api_version: int
     correlation_id: int
     client_id: str | None
+
+
+# The controller APIs kio lacks (4-7), named as Kafka names them.
+_CONTROLLER_API_NAMES = {
+    4: "LeaderAndIsr",
+    5: "StopReplica",
+    6: "UpdateMetadata",
+    7: "ControlledShutdown",
+}
+
+
+@cache
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API ("Produce", "OffsetCommit"), as its request metrics use."""
+    if api_key in _CONTROLLER_API_NAMES:
+        return _CONTROLLER_API_NAMES[api_key]
+    snake = api_key_map.get(api_key)
+    if snake is None:
+        return f"Unknown{api_key}"
+    return "".join(part.capitalize() for part in snake.split("_"))
 
 
 @cache

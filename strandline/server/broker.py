@@ -34,6 +34,7 @@ from strandline.server.config import BrokerConfig
 from strandline.server.group_service import GroupService, group_config_from_props
 from strandline.server.logging_setup import configure_logging
 from strandline.server.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
+from strandline.server.metrics import metrics_for
 from strandline.server.network import SocketServer
 from strandline.server.producer_ids import ProducerIdManager
 from strandline.server.replica_fetcher import ReplicaFetcherManager
@@ -61,6 +62,8 @@ class Broker:
         self.state_change_log = StateChangeLog(
             config.logs_dir / "state-change.log", config.broker_id
         )
+        self.metrics = metrics_for(self, config.metrics_port)
+        self.state_change_log.listeners.append(self.metrics.state_change)
         self.zk = ZkClient(
             config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms
         )
@@ -100,6 +103,7 @@ class Broker:
             self.topic_configs.default_log_config(),
             cfg.broker_id,
             retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+            on_flushed=self.metrics.log_flushed if self.metrics.enabled else None,
         )
         await asyncio.to_thread(
             self.log_manager.load_all, self.now_ms(), self.topic_configs.log_config_for
@@ -116,7 +120,12 @@ class Broker:
             replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
             isr_writer=self._write_isr,
         )
-        self.fetcher_manager = ReplicaFetcherManager(cfg.broker_id, self.replica_manager)
+        # The replication throttle's rates follow the broker's dynamic configs.
+        self.replica_manager.throttle.set_rates(self.topic_configs.broker_effective)
+        self.topic_configs.broker_listeners.append(self.replica_manager.throttle.set_rates)
+        self.fetcher_manager = ReplicaFetcherManager(
+            cfg.broker_id, self.replica_manager, self.metrics
+        )
         self.replica_manager.on_become_follower = self.fetcher_manager.add_partitions
         self.replica_manager.on_stop_following = self.fetcher_manager.remove_partitions
         self.topic_admin = TopicAdmin(cfg, self.zk, self.metadata_cache)
@@ -158,6 +167,8 @@ class Broker:
             ),
         )
         self.controller.start()
+        if cfg.metrics_port is not None:
+            await self.metrics.serve(cfg.host, cfg.metrics_port)
         self._tasks.append(asyncio.create_task(self._tick_loop(), name="log-manager-tick"))
         self._tasks.append(asyncio.create_task(self._isr_shrink_loop(), name="isr-expiration"))
         if cfg.log_cleaner_enable:
@@ -264,6 +275,12 @@ class Broker:
             entity = changes.get(name, "")
             if entity.startswith("topics/"):
                 self.topic_configs.reload(entity.removeprefix("topics/"))
+            elif entity.startswith("brokers/") and self.topic_configs.reload_broker(
+                entity.removeprefix("brokers/")
+            ):
+                # New broker defaults reach every hosted log without its own override.
+                for topic in {tp.topic for tp in self.replica_manager.partitions}:
+                    self._on_topic_config_change(topic)
 
     def _on_topic_config_change(self, topic: str) -> None:
         self.replica_manager.update_log_config(topic)
@@ -406,6 +423,7 @@ class Broker:
         await self.fetcher_manager.shutdown()
         await self.group_service.stop()
         await self.server.stop()
+        await self.metrics.stop()
         self.replica_manager.checkpoint()
         self.log_manager.shutdown()
         await asyncio.to_thread(self.zk.close)

@@ -68,6 +68,8 @@ class BrokerConfig:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000
     offsets_topic_segment_bytes: int = 104857600
+    # Prometheus text on http://host:metrics.port/metrics; unset = no metrics at all.
+    metrics_port: int | None = None
 
     @classmethod
     def from_file(cls, path: Path) -> BrokerConfig:
@@ -127,6 +129,7 @@ class BrokerConfig:
             log_retention_check_interval_ms=get_int("log.retention.check.interval.ms", 300000),
             offsets_topic_num_partitions=get_int("offsets.topic.num.partitions", 50),
             offsets_topic_replication_factor=get_int("offsets.topic.replication.factor", 3),
+            metrics_port=get_int("metrics.port", 0) or None,
             auto_leader_rebalance_enable=get_bool("auto.leader.rebalance.enable", True),
             leader_imbalance_check_interval_seconds=get_int(
                 "leader.imbalance.check.interval.seconds", 300

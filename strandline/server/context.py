@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from strandline.server.config import BrokerConfig
     from strandline.server.group_service import GroupService
     from strandline.server.metadata_cache import MetadataCache
+    from strandline.server.metrics import NoMetrics
     from strandline.server.producer_ids import ProducerIdManager
     from strandline.server.replica_manager import ReplicaManager
     from strandline.server.topic_admin import TopicAdmin
@@ -24,6 +25,7 @@ class BrokerContext(Protocol):
     topic_configs: TopicConfigs
     producer_ids: ProducerIdManager
     group_service: GroupService
+    metrics: NoMetrics  # or BrokerMetrics, when metrics.port is set
 
     controller: Controller
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -22,11 +23,15 @@ from strandline.protocol.framing import ProtocolError, read_frame
 from strandline.server.apis import REGISTRY
 from strandline.server.apis.api_versions import API_KEY as API_VERSIONS
 from strandline.server.apis.api_versions import unsupported_version_response
+from strandline.server.apis.groups import CLIENT_ADDRESS
 from strandline.server.context import BrokerContext
+from strandline.server.metrics import RequestTiming
+from strandline.server.purgatory import REMOTE_WAITS
 
 log = logging.getLogger(__name__)
 
 Response = list[bytes] | None
+Pending = tuple[Awaitable[Response], RequestTiming | None]
 _HIGH_WATER = 1 << 20
 _MAX_IN_FLIGHT = 256
 
@@ -60,15 +65,17 @@ class SocketServer:
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        # Handler tasks copy this context: JoinGroup records the member's host, as Kafka.
+        CLIENT_ADDRESS.set(str(peer[0]) if peer else "")
         # Bounded, so a client that pipelines without reading is back-pressured (Kafka mutes it).
-        pending: asyncio.Queue[Awaitable[Response] | None] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
+        pending: asyncio.Queue[Pending | None] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
         writer_task = asyncio.create_task(self._write_responses(writer, pending, peer))
         try:
             while True:
                 frame = await read_frame(reader, self.max_request_bytes)
                 if frame is None:
                     break
-                await pending.put(self._dispatch(frame))
+                await pending.put(self._dispatch(frame, time.perf_counter()))
         except ProtocolError as e:
             log.warning("closing connection from %s: %s", peer, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -82,7 +89,7 @@ class SocketServer:
             writer.close()
             self._connections.discard(task)
 
-    def _dispatch(self, frame: bytes) -> Awaitable[Response]:
+    def _dispatch(self, frame: bytes, received: float) -> Pending:
         """Parse the request and start its handler; a malformed request raises
         ProtocolError here so the read loop closes the connection."""
         header, pos = parse_header(frame)
@@ -91,41 +98,52 @@ class SocketServer:
             raise ProtocolError(f"unknown API key {header.api_key}")
         if not spec.min_version <= header.api_version <= spec.max_version:
             if header.api_key == API_VERSIONS:
-                return _done(encode_response(header.correlation_id, unsupported_version_response()))
+                answer = encode_response(header.correlation_id, unsupported_version_response())
+                return _done(answer), None
             raise ProtocolError(
                 f"API key {header.api_key} version {header.api_version} is not supported "
                 f"(supported: {spec.min_version}..{spec.max_version})"
             )
         request = decode_request(header, frame, pos)
-        return asyncio.ensure_future(self._handle(spec.handler, header, request))
+        timing = RequestTiming(header.api_key, header.api_version, received)
+        return asyncio.ensure_future(self._handle(spec.handler, header, request, timing)), timing
 
-    async def _handle(self, handler: Any, header: RequestHeader, request: Any) -> Response:
+    async def _handle(
+        self, handler: Any, header: RequestHeader, request: Any, timing: RequestTiming
+    ) -> Response:
+        timing.started = time.perf_counter()
+        REMOTE_WAITS.set(timing.remote_wait)  # this task's own context
         response = await handler(self.ctx, header, request)
-        if response is None:
-            return None
-        return encode_response(header.correlation_id, response)
+        encoded = None if response is None else encode_response(header.correlation_id, response)
+        timing.handled = time.perf_counter()
+        return encoded
 
     async def _write_responses(
         self,
         writer: asyncio.StreamWriter,
-        pending: asyncio.Queue[Awaitable[Response] | None],
+        pending: asyncio.Queue[Pending | None],
         peer: object,
     ) -> None:
+        metrics = self.ctx.metrics
         while True:
             item = await pending.get()
             if item is None:
                 return
+            answer, timing = item
             try:
-                chunks = await item
+                chunks = await answer
             except Exception:
                 log.exception("request from %s failed; closing the connection", peer)
                 writer.transport.abort()
                 return
-            if chunks is None:
-                continue
-            writer.writelines(chunks)
-            if writer.transport.get_write_buffer_size() > _HIGH_WATER:
-                await writer.drain()
+            if timing is not None:
+                timing.dequeued = time.perf_counter()
+            if chunks is not None:
+                writer.writelines(chunks)
+                if writer.transport.get_write_buffer_size() > _HIGH_WATER:
+                    await writer.drain()
+            if timing is not None and metrics.enabled:
+                metrics.request_done(timing, time.perf_counter())
 
 
 def _done(value: Response) -> Awaitable[Response]:

@@ -9,7 +9,13 @@ a parked fetch answers as soon as the data it waits for arrives.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Hashable, Iterable
+from contextvars import ContextVar
+
+# Where the request being handled collects its time spent parked here (Kafka's
+# RemoteTimeMs); set by the socket server for each request, unset elsewhere.
+REMOTE_WAITS: ContextVar[list[float] | None] = ContextVar("remote_waits", default=None)
 
 
 class _Waiter:
@@ -44,10 +50,14 @@ class Purgatory:
         for key in keys:
             self._watchers.setdefault(key, set()).add(waiter)
         timer = loop.call_later(timeout_s, _expire, future)
+        parked = time.perf_counter()
         try:
             completed = await future
         finally:
             timer.cancel()
+            waits = REMOTE_WAITS.get()
+            if waits is not None:
+                waits.append(time.perf_counter() - parked)
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:

@@ -26,6 +26,7 @@ from strandline.errors import KafkaError, StorageError
 from strandline.protocol.controller_requests import BrokerInfo
 from strandline.replication.follower import FetchState
 from strandline.replication.truncation import EpochEndOffset, truncation_on_offset_out_of_range
+from strandline.server.metrics import NoMetrics
 from strandline.server.replica_manager import HostedPartition, ReplicaManager
 from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 
@@ -235,6 +236,14 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn: KafkaConnection) -> None:
         hosted = self._ready(time.monotonic())
+        throttle = self.rm.throttle
+        throttled = {tp for tp in hosted if throttle.follower_throttles(tp)}
+        if throttled and throttle.follower.exceeded(throttle.clock()):
+            # follower.replication.throttled.rate spent: fetch the others meanwhile.
+            hosted = {tp: h for tp, h in hosted.items() if tp not in throttled}
+            if not hosted:
+                await asyncio.sleep(min(throttle.follower.delay_s(throttle.clock()), BACKOFF_S))
+                return
         if not hosted:
             await asyncio.sleep(BACKOFF_S)
             return
@@ -277,6 +286,8 @@ class ReplicaFetcher:
                 if h is None or h.follower_state is None or tp not in sent:
                     continue
                 fetch_offset, epoch = sent[tp]
+                if tp in throttled and p.records:
+                    throttle.follower.record(len(p.records), throttle.clock())
                 if p.error_code == ErrorCode.offset_out_of_range:
                     await self._on_out_of_range(conn, h)
                     continue
@@ -291,6 +302,10 @@ class ReplicaFetcher:
                     self.rm.append_as_follower(
                         h, p.records or b"", p.high_watermark, p.log_start_offset, now
                     )
+                    # Kafka's fetcher lag: the leader's HW minus our next fetch offset.
+                    self.manager.lags[tp] = max(p.high_watermark - h.log.log_end_offset, 0)
+                    if p.records:
+                        self.manager.metrics.replication_bytes_in(len(p.records))
                 except StorageError:
                     # Already in the state-change log (once per failure, not per
                     # fetch); the log is unchanged, so this refetches the same offset.
@@ -348,10 +363,15 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker_id: int, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self, broker_id: int, replica_manager: ReplicaManager, metrics: NoMetrics | None = None
+    ) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
+        self.metrics = metrics or NoMetrics()
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # Per followed partition, records behind the leader's HW at the last fetch.
+        self.lags: dict[TopicPartition, int] = {}
 
     def add_partitions(self, partitions: dict[TopicPartition, BrokerInfo]) -> None:
         self.remove_partitions(set(partitions))
@@ -372,6 +392,8 @@ class ReplicaFetcherManager:
     def remove_partitions(self, tps: set[TopicPartition]) -> None:
         for fetcher in self.fetchers.values():
             fetcher.partitions -= tps
+        for tp in tps:
+            self.lags.pop(tp, None)
 
     async def shutdown(self) -> None:
         for fetcher in self.fetchers.values():

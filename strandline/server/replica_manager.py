@@ -31,12 +31,13 @@ from strandline.replication.follower import FollowerState, follower_high_waterma
 from strandline.replication.partition import Partition
 from strandline.replication.truncation import TruncationMode
 from strandline.server.purgatory import Purgatory
+from strandline.server.replication_throttle import ReplicationThrottle
 from strandline.state_change_log import StateChangeLog
 from strandline.storage.config import LogConfig
 from strandline.storage.log import AppendInfo, Log
 from strandline.storage.log_manager import LogManager
 from strandline.storage.producer_state import OutOfOrderSequenceError, UnknownProducerIdError
-from strandline.types import CONSUMER_REPLICA_ID, TopicPartition
+from strandline.types import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,7 @@ class ReplicaManager:
         self.isr_writer = isr_writer
         self.truncation_mode = truncation_mode
         self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self.throttle = ReplicationThrottle(broker_id, log_config_for)
         self.fetch_purgatory = Purgatory("Fetch")
         self.produce_purgatory = Purgatory("Produce")
         self.controller_epoch = -1
@@ -587,11 +589,14 @@ class ReplicaManager:
         min_one_batch: bool = True,
         current_leader_epoch: int = -1,
     ) -> FetchResult:
-        hosted = self.leader_partition(tp, current_leader_epoch)
+        if replica_id == DEBUGGING_REPLICA_ID:
+            hosted = self.get_partition(tp)
+        else:
+            hosted = self.leader_partition(tp, current_leader_epoch)
+            if replica_id != CONSUMER_REPLICA_ID and replica_id not in hosted.replicas:
+                raise NotLeaderError(f"broker {replica_id} is not a replica of {tp}")
         plog = hosted.log
-        if replica_id != CONSUMER_REPLICA_ID and replica_id not in hosted.replicas:
-            raise NotLeaderError(f"broker {replica_id} is not a replica of {tp}")
-        upper = hosted.high_watermark if replica_id == CONSUMER_REPLICA_ID else plog.log_end_offset
+        upper = plog.log_end_offset if replica_id >= 0 else hosted.high_watermark
         if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"{tp}: fetch offset {fetch_offset} outside "
@@ -614,7 +619,7 @@ class ReplicaManager:
         if hosted is None or not hosted.is_leader(self.broker_id):
             return wanted  # an error is an answer: complete the fetch
         plog = hosted.log
-        upper = hosted.high_watermark if replica_id == CONSUMER_REPLICA_ID else plog.log_end_offset
+        upper = plog.log_end_offset if replica_id >= 0 else hosted.high_watermark
         if fetch_offset > upper or fetch_offset < plog.log_start_offset:
             return wanted
         if fetch_offset == upper:

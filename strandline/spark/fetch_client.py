@@ -77,6 +77,56 @@ def _host_port(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def fetch_partition(
+    conn: BlockingConnection,
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    partition_max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
+    fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
+    max_wait: datetime.timedelta = datetime.timedelta(milliseconds=DEFAULT_MAX_WAIT_MS),
+    replica_id: int = CONSUMER_REPLICA_ID,
+) -> FetchedRecords:
+    """One Fetch of one partition from the broker at the other end of `conn` (its leader,
+    or any replica with replica_id -2, Kafka's debugging consumer)."""
+    module = request_module(FETCH, conn.version(FETCH))
+    wanted = build(
+        module.FetchPartition,
+        partition=partition,
+        current_leader_epoch=-1,
+        fetch_offset=offset,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=partition_max_bytes,
+    )
+    request = build(
+        module.FetchRequest,
+        replica_id=replica_id,
+        max_wait=max_wait,
+        min_bytes=1,
+        max_bytes=fetch_max_bytes,
+        isolation_level=READ_UNCOMMITTED,
+        session_id=0,
+        session_epoch=-1,  # no fetch session (KIP-227): a full fetch every time
+        topics=(build(module.FetchTopic, topic=topic, partitions=(wanted,)),),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    response = conn.send(request)
+    _check(response.error_code, f"fetch from {conn.address}")
+    for answered in response.responses:
+        for p in answered.partitions:
+            if answered.topic == topic and p.partition_index == partition:
+                _check(p.error_code, f"fetch {topic}-{partition} at {offset}")
+                return FetchedRecords(
+                    records=bytes(p.records or b""),
+                    high_watermark=int(p.high_watermark),
+                    log_start_offset=int(getattr(p, "log_start_offset", -1)),
+                )
+    raise RetriableFetchError(f"{conn.address} did not answer for {topic}-{partition}")
+
+
 class BlockingConnection:
     """One socket to one broker; requests are sent and answered one at a time."""
 
@@ -258,42 +308,14 @@ class PartitionClient:
         return self._send_to_leader(lambda conn: self._fetch(conn, offset))  # type: ignore[no-any-return]
 
     def _fetch(self, conn: BlockingConnection, offset: int) -> FetchedRecords:
-        module = request_module(FETCH, conn.version(FETCH))
-        partition = build(
-            module.FetchPartition,
-            partition=self.partition,
-            current_leader_epoch=-1,
-            fetch_offset=offset,
-            last_fetched_epoch=-1,
-            log_start_offset=-1,
+        return fetch_partition(
+            conn,
+            self.topic,
+            self.partition,
+            offset,
             partition_max_bytes=self.partition_max_bytes,
-        )
-        request = build(
-            module.FetchRequest,
-            replica_id=CONSUMER_REPLICA_ID,
+            fetch_max_bytes=max(self._fetch_max_bytes, self.partition_max_bytes),
             max_wait=self._max_wait,
-            min_bytes=1,
-            max_bytes=max(self._fetch_max_bytes, self.partition_max_bytes),
-            isolation_level=READ_UNCOMMITTED,
-            session_id=0,
-            session_epoch=-1,  # no fetch session (KIP-227): a full fetch every time
-            topics=(build(module.FetchTopic, topic=self.topic, partitions=(partition,)),),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
-        response = conn.send(request)
-        _check(response.error_code, f"fetch from {conn.address}")
-        for topic in response.responses:
-            for p in topic.partitions:
-                if topic.topic == self.topic and p.partition_index == self.partition:
-                    _check(p.error_code, f"fetch {self.topic}-{self.partition} at {offset}")
-                    return FetchedRecords(
-                        records=bytes(p.records or b""),
-                        high_watermark=int(p.high_watermark),
-                        log_start_offset=int(getattr(p, "log_start_offset", -1)),
-                    )
-        raise RetriableFetchError(
-            f"{conn.address} did not answer for {self.topic}-{self.partition}"
         )
 
     def list_offsets(self) -> tuple[int, int]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from strandline.errors import InvalidConfigError
+from strandline.quotas import QuotaConfigError, parse_throttled_replicas
 
 LONG_MAX = 2**63 - 1
 _HOUR_MS = 3_600_000
@@ -47,6 +48,15 @@ def _parse_cleanup_policy(text: str) -> str:
     if not parts or any(p not in ("delete", "compact") for p in parts):
         raise ValueError(f"must be a list of delete/compact, not {text!r}")
     return ",".join(parts)
+
+
+def _parse_throttled_replicas(text: str) -> str:
+    """Validated as the quota reads it; kept as text, as DescribeConfigs shows it."""
+    try:
+        parse_throttled_replicas(text)
+    except QuotaConfigError as e:
+        raise ValueError(str(e)) from e
+    return ",".join(part.strip() for part in text.split(",") if part.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +176,22 @@ TOPIC_CONFIG_KEYS: tuple[TopicConfigKey, ...] = (
         _parse_bool,
         (("unclean.leader.election.enable", 1),),
     ),
+    # Kafka keeps the replication throttle's replica lists among a topic's log configs
+    # (KIP-73); the replica manager reads them, the log itself does not.
+    TopicConfigKey(
+        "leader.replication.throttled.replicas",
+        "leader_replication_throttled_replicas",
+        "",
+        _parse_throttled_replicas,
+        (),
+    ),
+    TopicConfigKey(
+        "follower.replication.throttled.replicas",
+        "follower_replication_throttled_replicas",
+        "",
+        _parse_throttled_replicas,
+        (),
+    ),
 )
 
 KEYS_BY_NAME: dict[str, TopicConfigKey] = {key.name: key for key in TOPIC_CONFIG_KEYS}
@@ -211,6 +237,8 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    leader_replication_throttled_replicas: str = ""  # "*" or "partition:broker,..."
+    follower_replication_throttled_replicas: str = ""
 
     @classmethod
     def from_props(

@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -111,6 +112,8 @@ class Log:
         self.producer_state = ProducerStateManager()
         self.unflushed_messages = 0
         self.last_flush_ms = now_ms
+        # Told each flush's duration in seconds (the broker's LogFlushRateAndTimeMs).
+        self.on_flushed: Callable[[float], None] | None = None
         # Below it the cleaner has already compacted (kept in memory: see storage.cleaner).
         self.first_dirty_offset = 0
         self.closed = False
@@ -886,7 +889,10 @@ class Log:
                 if segment.flushed_size != segment.size or segment is self.active_segment:
                     segment.flush()
 
+        started = time.perf_counter()
         self._guarded(sync, "flush")
+        if self.on_flushed is not None:
+            self.on_flushed(time.perf_counter() - started)
         self.recovery_point = self.log_end_offset
         self.unflushed_messages = 0
         if now_ms is not None:

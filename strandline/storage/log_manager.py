@@ -62,6 +62,7 @@ class LogManager:
         retention_check_interval_ms: int = 300_000,  # log.retention.check.interval.ms
         recovery_point_checkpoint_interval_ms: int = 60_000,  # log.flush.offset.checkpoint...
         start_offset_checkpoint_interval_ms: int = 60_000,  # log.flush.start.offset.checkpoint...
+        on_flushed: Callable[[float], None] | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -72,6 +73,7 @@ class LogManager:
         self.retention_check_interval_ms = retention_check_interval_ms
         self.recovery_point_checkpoint_interval_ms = recovery_point_checkpoint_interval_ms
         self.start_offset_checkpoint_interval_ms = start_offset_checkpoint_interval_ms
+        self.on_flushed = on_flushed
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._last_retention_ms: int | None = None
@@ -130,6 +132,7 @@ class LogManager:
                     clean_shutdown=clean,
                     writer=self.writer,
                 )
+                log.on_flushed = self.on_flushed
                 self._logs[tp] = log
                 self._dir_of[tp] = log_dir
             # From here on a crash must not look clean.
@@ -169,6 +172,7 @@ class LogManager:
             now_ms=now_ms,
             writer=self.writer,
         )
+        log.on_flushed = self.on_flushed
         self._logs[tp] = log
         self._dir_of[tp] = log_dir
         return log

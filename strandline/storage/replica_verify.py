@@ -98,7 +98,17 @@ def compare_replicas(
     tp: TopicPartition, replica_dirs: dict[int, Path], below: int
 ) -> ReplicaComparison:
     """Compare every replica's committed bytes with the first replica's (by id)."""
-    contents = {r: replica_batches(d, below) for r, d in sorted(replica_dirs.items())}
+    return compare_contents(
+        tp, {r: replica_batches(d, below) for r, d in replica_dirs.items()}, below
+    )
+
+
+def compare_contents(
+    tp: TopicPartition, replica_bytes: dict[int, bytes], below: int
+) -> ReplicaComparison:
+    """Compare replicas' batch bytes below `below` (read from files, or fetched over the
+    network) with the first replica's (by id)."""
+    contents = dict(sorted(replica_bytes.items()))
     sizes = {r: len(c) for r, c in contents.items()}
     if not contents:
         return ReplicaComparison(tp, below, sizes, ())

@@ -193,6 +193,17 @@ def test_acks_1_losses_are_counted_apart_unless_asked() -> None:
     assert strict.lost == 1 and kinds(strict) == ["lost"]
 
 
+def test_an_implicitly_acked_send_has_no_offset_but_can_still_be_lost() -> None:
+    # librdkafka: "2 message(s) implicitly acked by subsequent batch success" (chaos
+    # seed 7025): delivered ok, offset unknown.
+    implicit = send(4.0, "v3", seq=3)
+    implicit["offset"] = None
+    present = check(clean_history() + [implicit, final(3, "v3")])
+    assert present.ok and present.acked == 4, present.anomalies
+    missing = check(clean_history() + [implicit])
+    assert missing.lost == 1 and missing.wrong_offset == 0 and kinds(missing) == ["lost"]
+
+
 def test_a_failed_or_indeterminate_send_missing_is_not_lost() -> None:
     ops = clean_history() + [
         send(4.0, "v3", type="fail", seq=3),
@@ -607,6 +618,17 @@ def test_report_reads_finished_schedules_across_run_folders(tmp_path: Path) -> N
     (tmp_path / "b" / "seed-9").mkdir()  # unfinished: no check.json, not counted
     results = load_results([tmp_path / "a", tmp_path / "b"])
     assert [r.seed for r in results] == [1, 3]
+    # A run cut short before its final read stays out even when rechecked; one that ended
+    # but whose check crashed (no check.json) is checked by --recheck.
+    cut, ended = tmp_path / "b" / "seed-10", tmp_path / "b" / "seed-11"
+    for folder, ops in ((cut, lossy[:2]), (ended, [*clean_history(), compare(True)])):
+        folder.mkdir()
+        with HistoryWriter(folder / "history.jsonl") as writer:
+            for op in ops:
+                writer.write(op)
+    assert [r.seed for r in load_results([tmp_path / "b"])] == [1]
+    assert [r.seed for r in load_results([tmp_path / "b"], recheck=True)] == [1, 11]
+    assert (ended / "check.json").exists() and not (cut / "check.json").exists()
     assert results[0].faults == ["kill", "pause"] and results[0].seconds == 40.0
     summary = summarize(results, wall_seconds=80.0)
     assert summary["schedules"] == 2 and summary["lost"] == results[0].check.lost >= 1

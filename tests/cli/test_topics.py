@@ -1,4 +1,5 @@
-"""`strandline topics` against a real 3-broker cluster, run as users run it (a subprocess).
+"""`strandline topics` against a real 3-broker cluster, run as users run it (a subprocess),
+and the UnderReplicatedPartitions metric beside it (issue 17, must-show 1).
 
 One cluster serves every step, since starting one costs more than all the steps together:
 create/list/describe/alter/delete and the error paths while all brokers are up, then a
@@ -12,7 +13,7 @@ import subprocess
 import sys
 
 from strandline.cli.local_cluster import LocalCluster
-from tests.cluster.support import wait_until
+from tests.cluster.support import metric, scrape, wait_until
 from tests.conftest import ClusterFactory
 
 Row = tuple[str, int, str, tuple[int, ...], tuple[int, ...]]
@@ -158,3 +159,26 @@ def test_topics_lifecycle_and_describe_filters(cluster_factory: ClusterFactory) 
         assert leader != str(victim) and victim not in isr
     assert describe(cluster, "--unavailable-partitions") == set()
     assert describe(cluster, "--under-min-isr-partitions") == {("orders", p) for p in range(3)}
+
+    # Kafka's metric counts, on each broker, the under-replicated partitions it leads:
+    # each survivor reports exactly those of the listed ones it now leads.
+    urp = "kafka_server_replicamanager_underreplicatedpartitions"
+    led_by = {b: sum(1 for r in under if r[2] == str(b)) for b in (1, 2)}
+    assert sum(led_by.values()) == len(affected)
+    wait_until(
+        f"UnderReplicatedPartitions to read {led_by}",
+        lambda: all(metric(scrape(cluster, b), urp) == n for b, n in led_by.items()),
+        timeout_s=30,
+    )
+
+    cluster.start(victim)
+    wait_until(
+        "no partition under-replicated after the restart",
+        lambda: (
+            (out := settled(cluster, "--describe", "--under-replicated-partitions")) is not None
+            and rows(out) == []
+        ),
+        timeout_s=60,
+    )
+    for b in (1, 2, 3):
+        assert metric(scrape(cluster, b), urp) == 0, f"broker {b} still reports {urp}"

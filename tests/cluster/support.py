@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -11,6 +12,7 @@ from typing import TypeVar
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from strandline.cli.local_cluster import ClusterStatus, LocalCluster, PartitionStatus
 from strandline.storage import replica_verify
@@ -150,3 +152,25 @@ def kill_leaders_in_turn(cluster: LocalCluster, topic: str, partitions: int) -> 
             timeout_s=30,
         )
     return killed
+
+
+def scrape(
+    cluster: LocalCluster, broker_id: int
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A broker's Prometheus endpoint, parsed: (sample name, sorted labels) -> value."""
+    url = cluster.brokers[broker_id].metrics_url
+    assert url is not None, f"broker {broker_id} has no metrics_url"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def metric(
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float:
+    """One sample's value (0 when absent: Prometheus omits counters never bumped)."""
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)

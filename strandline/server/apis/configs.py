@@ -1,5 +1,11 @@
-"""DescribeConfigs (32) for topics and brokers; AlterConfigs (33) and
-IncrementalAlterConfigs (44) for topics."""
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44), for
+topics and brokers.
+
+A BROKER resource names a broker id or, empty, the cluster-wide default; as in Kafka,
+a request for a broker id must reach that broker (clients route it there), and one for
+another id is INVALID_REQUEST. Unknown or read-only config names and bad values are
+INVALID_CONFIG, per resource.
+"""
 
 from __future__ import annotations
 
@@ -40,7 +46,7 @@ async def describe_configs(ctx: BrokerContext, header: RequestHeader, request: A
             if res.resource_type == RESOURCE_TOPIC:
                 entries = await ctx.topic_configs.describe_topic(res.resource_name)
             elif res.resource_type == RESOURCE_BROKER:
-                entries = ctx.topic_configs.describe_broker(res.resource_name)
+                entries = await ctx.topic_configs.describe_broker(res.resource_name)
             else:
                 raise KafkaError(
                     f"resource type {res.resource_type} is not supported",
@@ -92,23 +98,31 @@ async def alter_configs(ctx: BrokerContext, header: RequestHeader, request: Any)
     async def alter(res: Any) -> None:
         # A null value has no meaning in a full replacement: it is left out, as unset.
         configs = {c.name: c.value for c in res.configs if c.value is not None}
-        await ctx.topic_configs.alter(res.resource_name, configs, request.validate_only)
+        if res.resource_type == RESOURCE_BROKER:
+            await ctx.topic_configs.alter_broker(res.resource_name, configs, request.validate_only)
+        else:
+            await ctx.topic_configs.alter(res.resource_name, configs, request.validate_only)
 
-    return await _alter_topics(ALTER_CONFIGS, "AlterConfigsResponse", header, request, alter)
+    return await _alter(ALTER_CONFIGS, "AlterConfigsResponse", header, request, alter)
 
 
 @api(INCREMENTAL_ALTER_CONFIGS, 0, 1)
 async def incremental_alter_configs(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     async def alter(res: Any) -> None:
         ops = [AlterOp(c.name, c.config_operation, c.value) for c in res.configs]
-        await ctx.topic_configs.incremental_alter(res.resource_name, ops, request.validate_only)
+        if res.resource_type == RESOURCE_BROKER:
+            await ctx.topic_configs.incremental_alter_broker(
+                res.resource_name, ops, request.validate_only
+            )
+        else:
+            await ctx.topic_configs.incremental_alter(res.resource_name, ops, request.validate_only)
 
-    return await _alter_topics(
+    return await _alter(
         INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigsResponse", header, request, alter
     )
 
 
-async def _alter_topics(
+async def _alter(
     api_key: int,
     response_name: str,
     header: RequestHeader,
@@ -122,9 +136,10 @@ async def _alter_topics(
     for res in request.resources:
         error, message = ErrorCode.none, None
         try:
-            if res.resource_type != RESOURCE_TOPIC:
+            if res.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
                 raise KafkaError(
-                    "only topic configs can be altered dynamically",
+                    f"resource type {res.resource_type} is not supported; "
+                    "only topic and broker configs can be altered",
                     code=ErrorCode.invalid_request,
                 )
             await alter(res)

@@ -45,7 +45,20 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         for t in request.topics
         for p in t.partitions
     ]
-    results = _collect(ctx, wanted, request.max_bytes, replica_id)
+    throttle = rm.throttle
+    # Replicas of a reassignment catching up, held to leader.replication.throttled.rate.
+    throttled = {
+        w.tp
+        for w in wanted
+        if replica_id >= 0
+        and (h := rm.partitions.get(w.tp)) is not None
+        and throttle.leader_throttles(w.tp, h.isr, replica_id)
+    }
+
+    def held() -> set[TopicPartition]:
+        return throttled if throttled and throttle.leader.exceeded(throttle.clock()) else set()
+
+    results = _collect(ctx, wanted, request.max_bytes, replica_id, held())
     if replica_id >= 0:
         # A follower's fetch offset is its LEO; record it only after reading, so this
         # response carries the HW from before the update (seed 004).
@@ -60,7 +73,10 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
 
         def enough() -> bool:
             available = 0
+            waiting = held()
             for w in wanted:
+                if w.tp in waiting:
+                    continue
                 available += rm.available_bytes(
                     w.tp, w.fetch_offset, replica_id, request.min_bytes - available
                 )
@@ -68,8 +84,17 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                     return True
             return False
 
+        if held():
+            # Answer (empty) when the quota frees, so the follower asks again then.
+            wait_s = min(wait_s, throttle.leader.delay_s(throttle.clock()))
         if await rm.fetch_purgatory.wait([w.tp for w in wanted], enough, wait_s):
-            results = _collect(ctx, wanted, request.max_bytes, replica_id)
+            results = _collect(ctx, wanted, request.max_bytes, replica_id, held())
+    for tp in throttled:
+        throttle.leader.record(len(results[tp][1]), throttle.clock())
+    if ctx.metrics.enabled:
+        for tp, result in results.items():
+            if result[1]:
+                ctx.metrics.bytes_out(tp.topic, len(result[1]), replication=replica_id >= 0)
     return _response(header.api_version, request, results)
 
 
@@ -77,8 +102,13 @@ _Result = tuple[ErrorCode, bytes, int, int]  # error, records, high watermark, l
 
 
 def _collect(
-    ctx: BrokerContext, wanted: list[_Wanted], response_max_bytes: int, replica_id: int
+    ctx: BrokerContext,
+    wanted: list[_Wanted],
+    response_max_bytes: int,
+    replica_id: int,
+    held: set[TopicPartition],
 ) -> dict[TopicPartition, _Result]:
+    """Read each wanted partition; a `held` one (throttled) answers its offsets only."""
     rm = ctx.replica_manager
     results: dict[TopicPartition, _Result] = {}
     budget = response_max_bytes
@@ -89,9 +119,9 @@ def _collect(
             r = rm.read(
                 w.tp,
                 w.fetch_offset,
-                min(w.max_bytes, max(budget, 0)),
+                0 if w.tp in held else min(w.max_bytes, max(budget, 0)),
                 replica_id=replica_id,
-                min_one_batch=budget == response_max_bytes,
+                min_one_batch=budget == response_max_bytes and w.tp not in held,
                 current_leader_epoch=w.leader_epoch,
             )
         except KafkaError as e:

@@ -1,6 +1,6 @@
 """Consumer-group APIs: FindCoordinator (10), OffsetCommit (8), OffsetFetch (9),
 JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15),
-ListGroups (16), DeleteGroups (42).
+ListGroups (16), DeleteGroups (42), OffsetDelete (47).
 
 Each handler maps the kio request onto the group core's plain request, lets the
 GroupService run it (JoinGroup/SyncGroup answers may arrive much later), and maps the
@@ -14,6 +14,7 @@ import dataclasses
 import datetime
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
+OFFSET_DELETE = 47
 
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -43,6 +45,17 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 OFFSETS_TOPIC_CREATE_WAIT_S = 2.0
 
 R = TypeVar("R")
+
+# The client's IP address for the request being handled: for the socket server to set
+# per connection (its request tasks inherit it). Empty until it does; DescribeGroups shows
+# it as a member's host, as Kafka does.
+CLIENT_ADDRESS: ContextVar[str] = ContextVar("client_address", default="")
+
+
+def _client_host() -> str:
+    # Kafka shows InetAddress.toString(): "/127.0.0.1".
+    address = CLIENT_ADDRESS.get()
+    return f"/{address}" if address else ""
 
 
 def _ms(value: datetime.timedelta) -> int:
@@ -176,7 +189,7 @@ async def join_group(ctx: BrokerContext, header: RequestHeader, request: Any) ->
         protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
         group_instance_id=getattr(request, "group_instance_id", None),
         client_id=header.client_id or "",
-        client_host="",
+        client_host=_client_host(),
         require_known_member_id=v >= 4,
     )
     coordinator = ctx.group_service.coordinator
@@ -523,5 +536,56 @@ async def delete_groups(ctx: BrokerContext, header: RequestHeader, request: Any)
         throttle_time=NO_THROTTLE,
         results=tuple(
             build(entry, group_id=group_id, error_code=error) for group_id, error in results.items()
+        ),
+    )
+
+
+# == OffsetDelete ==============================================================================
+
+
+@api(OFFSET_DELETE, 0, 0)
+async def offset_delete(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    v = header.api_version
+    # Kafka answers UNKNOWN_TOPIC_OR_PARTITION itself for partitions the cluster does not
+    # have; only the others reach the coordinator.
+    unknown: dict[TopicPartition, ErrorCode] = {}
+    known: list[TopicPartition] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, int(p.partition_index))
+            if ctx.metadata_cache.partition(tp) is None:
+                unknown[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                known.append(tp)
+    coordinator = ctx.group_service.coordinator
+    answer = await _ask(
+        ctx,
+        lambda token, now: coordinator.offset_delete(
+            model.OffsetDeleteRequest(token, request.group_id, tuple(known)), now
+        ),
+        model.OffsetDeleteResponse,
+    )
+    if answer is None:
+        answer = model.OffsetDeleteResponse(ErrorCode.coordinator_not_available)
+    by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
+    if answer.error is ErrorCode.none:
+        for tp, error in [*answer.errors, *unknown.items()]:
+            by_topic.setdefault(tp.topic, []).append((tp.partition, error))
+    partition_cls = response_class(OFFSET_DELETE, v, "OffsetDeleteResponsePartition")
+    topic_cls = response_class(OFFSET_DELETE, v, "OffsetDeleteResponseTopic")
+    return build(
+        response_class(OFFSET_DELETE, v, "OffsetDeleteResponse"),
+        error_code=answer.error,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            build(
+                topic_cls,
+                name=name,
+                partitions=tuple(
+                    build(partition_cls, partition_index=index, error_code=error)
+                    for index, error in sorted(partitions, key=lambda pe: pe[0])
+                ),
+            )
+            for name, partitions in by_topic.items()
         ),
     )

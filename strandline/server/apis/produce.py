@@ -66,6 +66,9 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                 log.debug("produce to %s failed: %s", tp, e)
                 outcome.fail(e.code, str(e))
                 continue
+            ctx.metrics.bytes_in(
+                tp.topic, len(pdata.records), info.last_offset - info.first_offset + 1
+            )
             outcome.base_offset = info.first_offset
             outcome.last_offset = info.last_offset
             outcome.log_append_time = info.log_append_time_ms

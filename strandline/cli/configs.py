@@ -1,0 +1,587 @@
+"""`strandline configs`: describe and alter topic and broker configs, like kafka-configs.sh.
+
+    strandline configs --bootstrap-server H:P --entity-type topics --entity-name orders --describe
+    strandline configs --bootstrap-server H:P --entity-type brokers --entity-default \\
+        --alter --add-config 'log.retention.ms=3600000,log.cleanup.policy=[delete,compact]'
+
+It speaks the Kafka protocol itself (ApiVersions, Metadata, DescribeConfigs,
+IncrementalAlterConfigs) through kio rather than through librdkafka, because librdkafka
+cannot name the cluster-wide broker default (a BROKER resource with an empty name) that
+`--entity-default` needs. As Kafka's AdminClient does, a broker id's configs are asked
+of that broker; topics and the broker default of any broker. `AdminSession` is shared
+with `strandline log-dirs`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+from kio.schema.errors import ErrorCode
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from strandline.cli.topics import TopicToolError, read_command_config
+from strandline.client.connection import KafkaConnection, KafkaConnectionError
+from strandline.protocol.messages import build, request_module
+
+console = Console()
+err_console = Console(stderr=True)
+
+API_VERSIONS, METADATA, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 18, 3, 32, 44
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+OP_SET, OP_DELETE = 0, 1
+DEFAULT_TIMEOUT_S = 30.0
+
+# DescribeConfigs config_source values, as Kafka's tool prints them.
+SOURCE_NAMES = {
+    0: "UNKNOWN_CONFIG",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+
+
+class ConfigToolError(RuntimeError):
+    """Reported to the user as one line, exit code 1."""
+
+
+class UnknownEntityError(ConfigToolError):
+    """The broker answered UNKNOWN_TOPIC_OR_PARTITION."""
+
+
+# --- talking to the cluster --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    client_id: str
+    timeout_s: float
+
+
+def client_settings(command_config: Path | None, client_id: str) -> ClientSettings:
+    """The --command-config keys these tools can honour; a secured listener is refused
+    in one line rather than with a hung connection."""
+    try:
+        props = read_command_config(command_config)
+    except TopicToolError as e:
+        raise ConfigToolError(str(e)) from e
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol != "PLAINTEXT":
+        raise ConfigToolError(
+            f"security.protocol={protocol} is not supported by this tool (PLAINTEXT only)"
+        )
+    try:
+        timeout_s = int(props.get("request.timeout.ms", DEFAULT_TIMEOUT_S * 1000)) / 1000
+    except ValueError as e:
+        raise ConfigToolError(f"request.timeout.ms={props['request.timeout.ms']!r}") from e
+    return ClientSettings(props.get("client.id", client_id), timeout_s)
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigToolError(f"--bootstrap-server: {text.strip()!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def request(api_key: int, version: int, message: str, /, **fields: Any) -> Any:
+    """A kio request (or nested message) of one version, from the fields it has."""
+    return build(getattr(request_module(api_key, version), message), **fields)
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: tuple[int, ...]
+
+
+class AdminSession:
+    """Connections to one cluster: the first bootstrap server that answers, then any
+    broker by id. `brokers`, `topics` and the API version ranges come from the
+    bootstrap broker at start."""
+
+    def __init__(self, bootstrap: str, settings: ClientSettings) -> None:
+        self.bootstrap = [_address(a) for a in bootstrap.split(",") if a.strip()]
+        if not self.bootstrap:
+            raise ConfigToolError("--bootstrap-server is empty")
+        self.settings = settings
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._connections: dict[tuple[str, int], KafkaConnection] = {}
+        self._home: tuple[str, int] | None = None
+
+    async def __aenter__(self) -> AdminSession:
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for connection in self._connections.values():
+            await connection.close()
+        self._connections.clear()
+
+    async def _start(self) -> None:
+        failures = []
+        for address in self.bootstrap:
+            try:
+                # v0: the one version every broker answers in a shape we can read.
+                response = await self._send(address, request(API_VERSIONS, 0, "ApiVersionsRequest"))
+            except ConfigToolError as e:
+                failures.append(str(e))
+                continue
+            if response.error_code != ErrorCode.none:
+                failures.append(f"{address[0]}:{address[1]}: ApiVersions {response.error_code}")
+                continue
+            self._home = address
+            self.api_versions = {
+                int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
+            }
+            await self.refresh_metadata()
+            return
+        raise ConfigToolError("; ".join(failures))
+
+    def version(self, api_key: int, low: int, high: int, name: str) -> int:
+        """The highest version both we (low..high) and the broker speak."""
+        found = self.api_versions.get(api_key)
+        if found is None or found[1] < low or found[0] > high:
+            raise ConfigToolError(f"the broker does not support {name} v{low}-{high}")
+        return min(high, found[1])
+
+    async def refresh_metadata(self) -> None:
+        v = self.version(METADATA, 1, 12, "Metadata")
+        response = await self.send(
+            request(
+                METADATA,
+                v,
+                "MetadataRequest",
+                topics=None,  # every topic
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+        self.brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
+        self.topics = {
+            str(t.name): TopicInfo(
+                str(t.name), tuple(sorted(int(p.partition_index) for p in t.partitions))
+            )
+            for t in response.topics
+            if t.error_code == ErrorCode.none and t.name is not None
+        }
+
+    def require_broker(self, broker_id: int) -> None:
+        if broker_id not in self.brokers:
+            known = ", ".join(str(b) for b in sorted(self.brokers)) or "none"
+            raise ConfigToolError(f"broker {broker_id} is not in the cluster (brokers: {known})")
+
+    async def send(self, message: Any, broker_id: int | None = None) -> Any:
+        """To that broker, or to the bootstrap broker that answered."""
+        if broker_id is None:
+            assert self._home is not None
+            return await self._send(self._home, message)
+        self.require_broker(broker_id)
+        return await self._send(self.brokers[broker_id], message, f"broker {broker_id}")
+
+    async def _send(self, address: tuple[str, int], message: Any, who: str = "") -> Any:
+        where = f"{who + ' at ' if who else ''}{address[0]}:{address[1]}"
+        try:
+            connection = self._connections.get(address)
+            if connection is None or connection.closed:
+                connection = await KafkaConnection.open(
+                    *address, client_id=self.settings.client_id, timeout=self.settings.timeout_s
+                )
+                self._connections[address] = connection
+            return await connection.send(message, timeout=self.settings.timeout_s)
+        except TimeoutError:
+            raise ConfigToolError(
+                f"{where} did not answer within {self.settings.timeout_s:g} s"
+            ) from None
+        except (OSError, KafkaConnectionError) as e:
+            raise ConfigToolError(f"cannot reach {where}: {e}") from e
+
+
+# --- the tool ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entity:
+    kind: str  # "topics" | "brokers"
+    name: str  # topic name, broker id, or "" for the broker default
+
+    @property
+    def resource_type(self) -> int:
+        return RESOURCE_TOPIC if self.kind == "topics" else RESOURCE_BROKER
+
+    @property
+    def broker_id(self) -> int | None:
+        """The broker that must answer: a broker id's own configs, else any broker."""
+        return int(self.name) if self.kind == "brokers" and self.name else None
+
+    def __str__(self) -> str:
+        if self.kind == "topics":
+            return f"topic {self.name!r}"
+        return f"broker {self.name}" if self.name else "the broker default"
+
+    def heading(self, all_: bool) -> str:
+        if self.kind == "brokers" and not self.name:
+            return "Default configs for brokers in the cluster are:"
+        what = f"topic {self.name}" if self.kind == "topics" else f"broker {self.name}"
+        return f"{'All' if all_ else 'Dynamic'} configs for {what} are:"
+
+    def own_source(self) -> int:
+        """What `--describe` without `--all` shows: the entity's own dynamic configs."""
+        if self.kind == "topics":
+            return DYNAMIC_TOPIC_CONFIG
+        return DYNAMIC_BROKER_CONFIG if self.name else DYNAMIC_DEFAULT_BROKER_CONFIG
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    sensitive: bool
+    synonyms: tuple[tuple[str, str | None, int], ...]
+
+
+def _explain(entity: Entity, code: ErrorCode, message: str | None) -> str:
+    detail = message or code.name
+    if code == ErrorCode.unknown_topic_or_partition:
+        return f"{entity} does not exist"
+    if code == ErrorCode.invalid_config:
+        return f"invalid config for {entity}: {detail}"
+    if code == ErrorCode.invalid_request:
+        return f"invalid request for {entity}: {detail}"
+    return f"{code.name.upper()} for {entity}: {detail}"
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """Kafka's `k1=v1,k2=[v2,v3]`: a comma inside brackets belongs to a list value."""
+    pairs, current, depth = [], "", 0
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise ConfigToolError(f"--add-config: unbalanced ']' in {text!r}")
+        if ch == "," and depth == 0:
+            pairs.append(current)
+            current = ""
+        else:
+            current += ch
+    if depth:
+        raise ConfigToolError(f"--add-config: unbalanced '[' in {text!r}")
+    pairs.append(current)
+    configs: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise ConfigToolError(f"--add-config expects k1=v1,k2=v2, got {pair.strip()!r}")
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        configs[key] = value
+    return configs
+
+
+def parse_names(text: str, flag: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ConfigToolError(f"{flag} names no config")
+    return names
+
+
+async def describe_entity(session: AdminSession, entity: Entity) -> list[Config]:
+    v = session.version(DESCRIBE_CONFIGS, 1, 4, "DescribeConfigs")
+    resource = request(
+        DESCRIBE_CONFIGS,
+        v,
+        "DescribeConfigsResource",
+        resource_type=entity.resource_type,
+        resource_name=entity.name,
+        configuration_keys=None,
+    )
+    response = await session.send(
+        request(
+            DESCRIBE_CONFIGS,
+            v,
+            "DescribeConfigsRequest",
+            resources=(resource,),
+            include_synonyms=True,
+            include_documentation=False,
+        ),
+        entity.broker_id,
+    )
+    (result,) = response.results
+    if result.error_code == ErrorCode.unknown_topic_or_partition:
+        raise UnknownEntityError(_explain(entity, result.error_code, result.error_message))
+    if result.error_code != ErrorCode.none:
+        raise ConfigToolError(_explain(entity, result.error_code, result.error_message))
+    return sorted(
+        (
+            Config(
+                str(c.name),
+                c.value,
+                int(c.config_source),
+                bool(c.read_only),
+                bool(c.is_sensitive),
+                tuple((str(s.name), s.value, int(s.source)) for s in c.synonyms),
+            )
+            for c in result.configs
+        ),
+        key=lambda c: c.name,
+    )
+
+
+async def alter_entity(
+    session: AdminSession, entity: Entity, add: dict[str, str], delete: list[str]
+) -> None:
+    v = session.version(INCREMENTAL_ALTER_CONFIGS, 0, 1, "IncrementalAlterConfigs")
+    ops = [
+        request(
+            INCREMENTAL_ALTER_CONFIGS,
+            v,
+            "AlterableConfig",
+            name=k,
+            config_operation=OP_SET,
+            value=val,
+        )
+        for k, val in add.items()
+    ] + [
+        request(
+            INCREMENTAL_ALTER_CONFIGS,
+            v,
+            "AlterableConfig",
+            name=k,
+            config_operation=OP_DELETE,
+            value=None,
+        )
+        for k in delete
+    ]
+    resource = request(
+        INCREMENTAL_ALTER_CONFIGS,
+        v,
+        "AlterConfigsResource",
+        resource_type=entity.resource_type,
+        resource_name=entity.name,
+        configs=tuple(ops),
+    )
+    response = await session.send(
+        request(
+            INCREMENTAL_ALTER_CONFIGS,
+            v,
+            "IncrementalAlterConfigsRequest",
+            resources=(resource,),
+            validate_only=False,
+        ),
+        entity.broker_id,
+    )
+    (result,) = response.responses
+    if result.error_code != ErrorCode.none:
+        raise ConfigToolError(_explain(entity, result.error_code, result.error_message))
+
+
+def _value(config: Config) -> str:
+    if config.sensitive:
+        return "(sensitive)"
+    return "null" if config.value is None else config.value
+
+
+def _synonyms(synonyms: Iterable[tuple[str, str | None, int]]) -> str:
+    return ", ".join(
+        f"{SOURCE_NAMES.get(source, source)}:{name}={'null' if value is None else value}"
+        for name, value, source in synonyms
+    )
+
+
+def print_configs(entity: Entity, configs: list[Config], all_: bool) -> None:
+    shown = configs if all_ else [c for c in configs if c.source == entity.own_source()]
+    console.print(escape(entity.heading(all_)), soft_wrap=True)
+    if not shown:
+        return
+    table = Table("Name", "Value", "Source", "Read-only", "Synonyms")
+    for c in shown:
+        table.add_row(
+            escape(c.name),
+            escape(_value(c)),
+            SOURCE_NAMES.get(c.source, str(c.source)),
+            "yes" if c.read_only else "no",
+            escape(_synonyms(c.synonyms)),
+        )
+    console.print(table)
+
+
+def resolve_entity(
+    entity_type: str | None,
+    entity_name: str | None,
+    entity_default: bool,
+    topic: str | None,
+    broker: str | None,
+    broker_defaults: bool,
+) -> tuple[str, str | None]:
+    """(kind, name): name None means every entity of the kind, "" the broker default."""
+    shorthands = [
+        (flag, kind, name)
+        for flag, kind, name, on in (
+            ("--topic", "topics", topic, topic is not None),
+            ("--broker", "brokers", broker, broker is not None),
+            ("--broker-defaults", "brokers", "", broker_defaults),
+        )
+        if on
+    ]
+    if shorthands:
+        if len(shorthands) > 1 or entity_type or entity_name is not None or entity_default:
+            raise ConfigToolError(
+                f"{shorthands[0][0]} stands for --entity-type/--entity-name: give one or the other"
+            )
+        _flag, kind, name = shorthands[0]
+    else:
+        if entity_type is None:
+            raise ConfigToolError("give --entity-type topics|brokers (or --topic / --broker)")
+        kind = entity_type.strip().lower()
+        if kind not in ("topics", "brokers"):
+            raise ConfigToolError(f"--entity-type must be topics or brokers, not {entity_type!r}")
+        if entity_name is not None and entity_default:
+            raise ConfigToolError("give --entity-name or --entity-default, not both")
+        if entity_default and kind != "brokers":
+            raise ConfigToolError("--entity-default only goes with --entity-type brokers")
+        name = "" if entity_default else entity_name
+    if name is not None and kind == "topics" and not name.strip():
+        raise ConfigToolError("the topic name is empty")
+    if name and kind == "brokers" and not name.strip().isdigit():
+        raise ConfigToolError(f"a broker is named by its id, not {name!r}")
+    return kind, name.strip() if name is not None else None
+
+
+async def run_describe(session: AdminSession, kind: str, name: str | None, all_: bool) -> None:
+    if name is None:
+        names = (
+            sorted(session.topics)
+            if kind == "topics"
+            else [str(b) for b in sorted(session.brokers)]
+        )
+    else:
+        names = [name]
+    for entity_name in names:
+        entity = Entity(kind, entity_name)
+        if entity.broker_id is not None:
+            session.require_broker(entity.broker_id)
+        try:
+            configs = await describe_entity(session, entity)
+        except UnknownEntityError:
+            if name is None:
+                continue  # deleted since Metadata listed it
+            raise
+        print_configs(entity, configs, all_)
+
+
+async def run_alter(
+    session: AdminSession, entity: Entity, add: dict[str, str], delete: list[str]
+) -> None:
+    if entity.broker_id is not None:
+        session.require_broker(entity.broker_id)
+    await alter_entity(session, entity, add, delete)
+    if entity.kind == "brokers" and not entity.name:
+        console.print("Completed updating default config for brokers in the cluster.")
+    else:
+        what = f"topic {entity.name}" if entity.kind == "topics" else f"broker {entity.name}"
+        console.print(f"Completed updating config for {escape(what)}.")
+
+
+def _fail(message: str) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    return typer.Exit(code=1)
+
+
+def configs(
+    bootstrap_server: str | None = typer.Option(
+        None, "--bootstrap-server", help="host:port[,host:port] of any broker"
+    ),
+    describe_: bool = typer.Option(False, "--describe", help="Show the entity's configs"),
+    alter: bool = typer.Option(False, "--alter", help="Change the entity's configs"),
+    entity_type: str | None = typer.Option(None, "--entity-type", help="topics or brokers"),
+    entity_name: str | None = typer.Option(
+        None, "--entity-name", help="Topic name or broker id (all of them when left out)"
+    ),
+    entity_default: bool = typer.Option(
+        False, "--entity-default", help="The cluster-wide broker default (brokers only)"
+    ),
+    topic: str | None = typer.Option(
+        None, "--topic", help="Same as --entity-type topics --entity-name"
+    ),
+    broker: str | None = typer.Option(
+        None, "--broker", help="Same as --entity-type brokers --entity-name"
+    ),
+    broker_defaults: bool = typer.Option(
+        False, "--broker-defaults", help="Same as --entity-type brokers --entity-default"
+    ),
+    all_: bool = typer.Option(
+        False, "--all", help="Every config with its source, not only the dynamic ones"
+    ),
+    add_config: str | None = typer.Option(
+        None, "--add-config", help="k1=v1,k2=[v2,v3] to set (--alter)"
+    ),
+    delete_config: str | None = typer.Option(
+        None, "--delete-config", help="k1,k2 to remove, back to the default (--alter)"
+    ),
+    command_config: Path | None = typer.Option(  # noqa: B008 - typer's idiom
+        None, "--command-config", help="Client properties file (client.id, request.timeout.ms)"
+    ),
+) -> None:
+    """Describe and alter topic and broker configs (kafka-configs.sh)."""
+    try:
+        if not bootstrap_server:
+            raise ConfigToolError("--bootstrap-server is required")
+        if describe_ == alter:
+            raise ConfigToolError("give exactly one of --describe, --alter")
+        kind, name = resolve_entity(
+            entity_type, entity_name, entity_default, topic, broker, broker_defaults
+        )
+        if describe_:
+            if add_config is not None or delete_config is not None:
+                raise ConfigToolError("--add-config and --delete-config only go with --alter")
+        else:
+            if all_:
+                raise ConfigToolError("--all only goes with --describe")
+            if name is None:
+                raise ConfigToolError("--alter needs one entity: --entity-name or --entity-default")
+            if add_config is None and delete_config is None:
+                raise ConfigToolError("--alter needs --add-config and/or --delete-config")
+        add = parse_add_config(add_config) if add_config is not None else {}
+        delete = parse_names(delete_config, "--delete-config") if delete_config is not None else []
+        both = sorted(set(add) & set(delete))
+        if both:
+            raise ConfigToolError(f"{', '.join(both)}: both added and deleted")
+        settings = client_settings(command_config, "strandline-configs")
+        bootstrap = bootstrap_server
+
+        async def run() -> None:
+            async with AdminSession(bootstrap, settings) as session:
+                if describe_:
+                    await run_describe(session, kind, name, all_)
+                else:
+                    assert name is not None
+                    await run_alter(session, Entity(kind, name), add, delete)
+
+        asyncio.run(run())
+    except ConfigToolError as e:
+        raise _fail(str(e)) from e

@@ -1,0 +1,713 @@
+"""Asking the cluster: what each console page shows, as plain dataclasses.
+
+Sources, and why each:
+
+- the Kafka protocol (confluent-kafka's AdminClient): brokers, topics, partitions,
+  the leader's watermarks, consumer groups and their committed offsets, topic configs
+  (min.insync.replicas) — what any client of any Kafka-compatible cluster can see;
+- ZooKeeper (`ZkClient`): what the protocol does not show — the controller and its
+  epoch, reassignments in progress, and the partition state znodes (leader epoch, ISR)
+  the controller and leaders write; when ZooKeeper is given, the ISR and leader shown
+  come from there, since a broker's metadata cache can lag the znode by a moment;
+- the brokers' metrics endpoints: every replica's LEO and the HW it knows;
+- the brokers' state-change.log files (data dir only): the timeline.
+
+Every call blocks (the routes run them in a thread pool) and returns a snapshot; a
+source that fails is reported in the snapshot's `errors` rather than failing the page.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+)
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
+from strandline.cli import state_change_log as scl
+from strandline.console.metrics import BrokerScrape, Scraper
+from strandline.console.sources import ConsoleError, NotFoundError, Sources
+from strandline.coordination.zk_client import ZkClient
+from strandline.types import TopicPartition
+
+REQUEST_TIMEOUT_S = 5.0
+# At start-up: long enough for a busy broker, short enough that a typo fails promptly.
+STARTUP_TIMEOUT_S = 8.0
+ZK_SESSION_TIMEOUT_MS = 10000
+# Topic configs change rarely and DescribeConfigs is the costliest call of a refresh.
+CONFIG_TTL_S = 10.0
+TIMELINE_LIMIT = 500
+
+
+# --- snapshots -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Broker:
+    id: int
+    address: str | None
+    alive: bool
+    controller: bool
+    metrics_url: str | None
+
+
+@dataclass(frozen=True)
+class Partition:
+    topic: str
+    partition: int
+    leader: int  # -1: none
+    leader_epoch: int | None  # None: ZooKeeper not consulted
+    replicas: list[int]
+    isr: list[int]
+    min_isr: int
+    offline: bool
+    under_replicated: bool
+    under_min_isr: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class Alert:
+    kind: str  # under-replicated | offline | under-min-isr | broker-down | source
+    subject: str  # a partition name, "broker 3", or a source
+    detail: str
+
+
+@dataclass
+class ClusterView:
+    brokers: list[Broker]
+    controller: int | None
+    controller_epoch: int | None
+    partitions: list[Partition]
+    alerts: list[Alert]
+    errors: list[str]
+    taken_at: float
+
+
+@dataclass(frozen=True)
+class TopicRow:
+    name: str
+    partitions: int
+    replication_factor: int
+    under_replicated: int
+    offline: int
+    under_min_isr: int
+    internal: bool
+
+
+@dataclass(frozen=True)
+class Replica:
+    broker: int
+    alive: bool
+    leader: bool
+    in_isr: bool
+    log_start_offset: int | None
+    log_end_offset: int | None
+    high_watermark: int | None  # as this replica knows it
+    error: str | None  # why the numbers are missing
+
+
+@dataclass
+class PartitionView:
+    partition: Partition
+    high_watermark: int | None  # the leader's, over the protocol: what consumers see
+    log_start_offset: int | None
+    replicas: list[Replica]
+    errors: list[str]
+    taken_at: float
+
+
+@dataclass(frozen=True)
+class Member:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: list[str]  # "topic-partition"
+
+
+@dataclass(frozen=True)
+class GroupOffset:
+    topic: str
+    partition: int
+    committed: int | None
+    end: int | None
+    lag: int | None
+    owner: str | None  # member_id
+
+
+@dataclass(frozen=True)
+class Group:
+    group_id: str
+    state: str
+    assignor: str
+    coordinator: int | None
+    members: list[Member]
+    offsets: list[GroupOffset]
+    total_lag: int | None
+    error: str | None
+
+
+@dataclass
+class GroupsView:
+    groups: list[Group]
+    errors: list[str]
+    taken_at: float
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    topic: str
+    partition: int
+    current: list[int]
+    target: list[int]
+    isr: list[int]
+    adding: list[int]
+    removing: list[int]
+
+
+@dataclass
+class ReassignmentsView:
+    reassignments: list[Reassignment]
+    available: bool  # False: no ZooKeeper, nothing to read them from
+    errors: list[str]
+    taken_at: float
+
+
+@dataclass
+class TimelineView:
+    entries: list[dict[str, Any]]  # newest last, as the brokers wrote them
+    total: int  # matching entries before the limit
+    logs: list[str]
+    topic: str | None
+    partition: int | None
+    errors: list[str]
+    taken_at: float
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _kafka_message(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        error: KafkaError = exc.args[0]
+        if error.code() in (
+            KafkaError._TRANSPORT,
+            KafkaError._TIMED_OUT,
+            KafkaError._ALL_BROKERS_DOWN,
+        ):
+            return f"no broker answered in time ({error.str()})"
+        return f"{error.name()}: {error.str()}"
+    return str(exc) or type(exc).__name__
+
+
+def _result(future: Future[Any]) -> Any:
+    return future.result(REQUEST_TIMEOUT_S + 1)
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+class Gatherer:
+    """One AdminClient, one ZooKeeper session and one scraper, shared by every request."""
+
+    def __init__(self, sources: Sources) -> None:
+        self.sources = sources
+        try:
+            self.admin = AdminClient(
+                {
+                    "bootstrap.servers": sources.bootstrap,
+                    "client.id": "strandline-console",
+                    # librdkafka would print every refused connection to a dead broker
+                    # on stderr, once a second; the pages say which sources failed.
+                    "log_level": 0,
+                    # Fresh metadata on every page: a dead broker must show as dead.
+                    "topic.metadata.refresh.interval.ms": 1000,
+                }
+            )
+        except KafkaException as exc:
+            raise ConsoleError(f"bad --bootstrap-server {sources.bootstrap!r}: {exc}") from exc
+        self.zk: ZkClient | None = None
+        self.scraper = Scraper(sources.metrics_urls)
+        self._configs: dict[str, int] = {}
+        self._configs_at = 0.0
+        self._configs_lock = threading.Lock()
+
+    # --- life cycle ------------------------------------------------------------------
+
+    def start(self) -> Gatherer:
+        """Check every source once, so a typo is one clear line instead of empty pages."""
+        try:
+            metadata = self.admin.list_topics(timeout=STARTUP_TIMEOUT_S)
+        except KafkaException as exc:
+            raise ConsoleError(
+                f"cannot reach --bootstrap-server {self.sources.bootstrap}: {_kafka_message(exc)}"
+            ) from exc
+        if self.sources.zookeeper:
+            zk = ZkClient(
+                self.sources.zookeeper,
+                session_timeout_ms=ZK_SESSION_TIMEOUT_MS,
+                connect_timeout_s=STARTUP_TIMEOUT_S,
+            )
+            try:
+                zk.connect()
+            except (KazooTimeoutError, KazooException, OSError, ValueError) as exc:
+                zk.close()
+                raise ConsoleError(
+                    f"cannot reach --zookeeper {self.sources.zookeeper}: "
+                    f"{exc or type(exc).__name__}"
+                ) from exc
+            self.zk = zk
+            # A wrong chroot connects fine and shows an empty cluster (every broker
+            # "down"): the brokers that answered must be registered there.
+            if metadata.brokers and not zk.get_live_brokers():
+                self.close()
+                raise ConsoleError(
+                    f"ZooKeeper {self.sources.zookeeper} has no live brokers registered, "
+                    f"though {self.sources.bootstrap} answers: wrong chroot?"
+                )
+        return self
+
+    def close(self) -> None:
+        self.scraper.close()
+        if self.zk is not None:
+            self.zk.close()
+            self.zk = None
+
+    # --- building blocks -------------------------------------------------------------
+
+    def _metadata(self) -> Any:
+        try:
+            return self.admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+        except KafkaException as exc:
+            raise ConsoleError(_kafka_message(exc)) from exc
+
+    def _min_isr(self, topics: Iterable[str], errors: list[str]) -> dict[str, int]:
+        """min.insync.replicas per topic, cached for CONFIG_TTL_S."""
+        wanted = set(topics)
+        with self._configs_lock:
+            if time.monotonic() - self._configs_at > CONFIG_TTL_S:
+                self._configs = {}
+                self._configs_at = time.monotonic()
+            missing = sorted(wanted - self._configs.keys())
+            if missing:
+                try:
+                    futures = self.admin.describe_configs(
+                        [ConfigResource(ResourceType.TOPIC, t) for t in missing],
+                        request_timeout=REQUEST_TIMEOUT_S,
+                    )
+                    for resource, future in futures.items():
+                        try:
+                            entries = _result(future)
+                        except KafkaException:
+                            continue  # deleted meanwhile
+                        entry = entries.get("min.insync.replicas")
+                        self._configs[resource.name] = _int(getattr(entry, "value", None), 1)
+                except KafkaException as exc:
+                    errors.append(f"topic configs: {_kafka_message(exc)}")
+            return {t: self._configs.get(t, 1) for t in wanted}
+
+    def _zk_state(
+        self, tps: list[TopicPartition], errors: list[str]
+    ) -> tuple[
+        dict[TopicPartition, tuple[int, int, list[int]]],
+        set[int] | None,
+        dict[int, str],
+        int | None,
+        int | None,
+    ]:
+        """(tp -> (leader, leader epoch, isr), live ids, addresses, controller, epoch);
+        empty/None where ZooKeeper is absent or did not answer."""
+        if self.zk is None:
+            return {}, None, {}, None, None
+        try:
+            states = self.zk.get_partition_states(tps)
+            live = self.zk.get_live_brokers()
+            controller = self.zk.get_controller()
+            epoch = self.zk.get_controller_epoch()
+        except (KazooException, KazooTimeoutError) as exc:
+            errors.append(f"ZooKeeper: {type(exc).__name__} {exc}".strip())
+            return {}, None, {}, None, None
+        return (
+            {tp: (s.leader, s.leader_epoch, list(s.isr)) for tp, (s, _v) in states.items()},
+            set(live),
+            {b: f"{r.host}:{r.port}" for b, r in live.items()},
+            controller,
+            epoch[0] if epoch else None,
+        )
+
+    def _partitions(
+        self, metadata: Any, errors: list[str], topic: str | None = None
+    ) -> tuple[list[Partition], set[int], dict[int, str], int | None, int | None]:
+        """Every partition (of `topic`, or all), live broker ids, broker addresses, the
+        controller and its epoch."""
+        listed = [
+            (name, p)
+            for name, t in metadata.topics.items()
+            if topic is None or name == topic
+            for p in t.partitions.values()
+        ]
+        tps = [TopicPartition(name, p.id) for name, p in listed]
+        zk_states, zk_live, zk_addresses, zk_controller, epoch = self._zk_state(tps, errors)
+        live = zk_live if zk_live is not None else set(metadata.brokers)
+        addresses = {b: f"{m.host}:{m.port}" for b, m in metadata.brokers.items()}
+        addresses.update(zk_addresses)
+        controller = zk_controller if self.zk is not None else metadata.controller_id
+        if controller is not None and controller < 0:
+            controller = None
+        min_isr = self._min_isr({name for name, _ in listed}, errors)
+        partitions = []
+        for (name, p), tp in zip(listed, tps, strict=True):
+            leader, leader_epoch, isr = p.leader, None, list(p.isrs)
+            if tp in zk_states:
+                leader, leader_epoch, isr = zk_states[tp]
+            replicas = list(p.replicas)
+            minimum = min_isr.get(name, 1)
+            partitions.append(
+                Partition(
+                    topic=name,
+                    partition=p.id,
+                    leader=leader,
+                    leader_epoch=leader_epoch,
+                    replicas=replicas,
+                    isr=sorted(isr),
+                    min_isr=minimum,
+                    offline=leader < 0 or leader not in live,
+                    under_replicated=len(isr) < len(replicas),
+                    under_min_isr=len(isr) < minimum,
+                )
+            )
+        partitions.sort(key=lambda x: (x.topic, x.partition))
+        return partitions, live, addresses, controller, epoch
+
+    # --- pages -----------------------------------------------------------------------
+
+    def cluster(self) -> ClusterView:
+        errors: list[str] = []
+        metadata = self._metadata()
+        partitions, live, addresses, controller, epoch = self._partitions(metadata, errors)
+        known = set(self.sources.known_brokers) | set(live) | set(metadata.brokers)
+        for p in partitions:
+            known.update(p.replicas)
+        brokers = [
+            Broker(
+                id=b,
+                address=addresses.get(b),
+                alive=b in live,
+                controller=b == controller,
+                metrics_url=self.sources.metrics_urls.get(b),
+            )
+            for b in sorted(known)
+        ]
+        alerts = [
+            Alert("broker-down", f"broker {b.id}", "not registered in ZooKeeper / metadata")
+            for b in brokers
+            if not b.alive
+        ]
+        for p in partitions:
+            if p.offline:
+                alerts.append(Alert("offline", p.name, f"no live leader (leader {p.leader})"))
+            if p.under_replicated:
+                alerts.append(
+                    Alert(
+                        "under-replicated",
+                        p.name,
+                        f"ISR {_ids(p.isr)} of replicas {_ids(p.replicas)}",
+                    )
+                )
+            if p.under_min_isr:
+                alerts.append(
+                    Alert(
+                        "under-min-isr",
+                        p.name,
+                        f"ISR size {len(p.isr)} < min.insync.replicas {p.min_isr}",
+                    )
+                )
+        if controller is None:
+            alerts.append(Alert("no-controller", "controller", "no broker holds /controller"))
+        alerts.extend(Alert("source", "data source", e) for e in errors)
+        return ClusterView(
+            brokers=brokers,
+            controller=controller,
+            controller_epoch=epoch,
+            partitions=partitions,
+            alerts=alerts,
+            errors=errors,
+            taken_at=time.time(),
+        )
+
+    def topics(self) -> list[TopicRow]:
+        errors: list[str] = []
+        partitions, *_ = self._partitions(self._metadata(), errors)
+        by_topic: dict[str, list[Partition]] = {}
+        for p in partitions:
+            by_topic.setdefault(p.topic, []).append(p)
+        return [
+            TopicRow(
+                name=name,
+                partitions=len(parts),
+                replication_factor=max((len(p.replicas) for p in parts), default=0),
+                under_replicated=sum(p.under_replicated for p in parts),
+                offline=sum(p.offline for p in parts),
+                under_min_isr=sum(p.under_min_isr for p in parts),
+                internal=name.startswith("__"),
+            )
+            for name, parts in sorted(by_topic.items())
+        ]
+
+    def topic(self, topic: str) -> list[Partition]:
+        metadata = self._metadata()
+        if topic not in metadata.topics:
+            raise NotFoundError(f"topic {topic!r} does not exist")
+        partitions, *_ = self._partitions(metadata, [], topic)
+        return partitions
+
+    def partition(self, topic: str, partition: int) -> PartitionView:
+        errors: list[str] = []
+        metadata = self._metadata()
+        if topic not in metadata.topics:
+            raise NotFoundError(f"topic {topic!r} does not exist")
+        if partition not in metadata.topics[topic].partitions:
+            count = len(metadata.topics[topic].partitions)
+            raise NotFoundError(
+                f"topic {topic!r} has no partition {partition} (it has {count}: 0..{count - 1})"
+            )
+        partitions, live, *_ = self._partitions(metadata, errors, topic)
+        [p] = [x for x in partitions if x.partition == partition]
+        low, high = self._watermarks([(topic, partition)], errors).get(
+            (topic, partition), (None, None)
+        )
+        scrapes = self.scraper.scrape(p.replicas)
+        replicas = [self._replica(b, p, live, scrapes.get(b)) for b in p.replicas]
+        return PartitionView(
+            partition=p,
+            high_watermark=high,
+            log_start_offset=low,
+            replicas=replicas,
+            errors=errors,
+            taken_at=time.time(),
+        )
+
+    def _replica(
+        self, broker: int, p: Partition, live: set[int], scrape: BrokerScrape | None
+    ) -> Replica:
+        error: str | None = None
+        gauges = None
+        if scrape is None:
+            error = "no metrics URL for this broker (use --data-dir or --metrics-url)"
+        else:
+            gauges = scrape.replicas.get((p.topic, p.partition))
+            if scrape.error is not None:
+                error = scrape.error
+                if gauges is not None and scrape.scraped_at is not None:
+                    seen = time.strftime("%H:%M:%S", time.localtime(scrape.scraped_at))
+                    error = f"last seen {seen}; now {error}"
+            elif gauges is None:
+                error = "the broker reports no replica of this partition"
+        return Replica(
+            broker=broker,
+            alive=broker in live,
+            leader=broker == p.leader,
+            in_isr=broker in p.isr,
+            log_start_offset=gauges.log_start_offset if gauges else None,
+            log_end_offset=gauges.log_end_offset if gauges else None,
+            high_watermark=gauges.high_watermark if gauges else None,
+            error=error,
+        )
+
+    def _watermarks(
+        self, tps: Iterable[tuple[str, int]], errors: list[str]
+    ) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        """(earliest, latest) offsets from the leaders; latest is the HW."""
+        wanted = list(tps)
+        if not wanted:
+            return {}
+        out: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+        specs = {
+            "earliest": OffsetSpec.earliest(),
+            "latest": OffsetSpec.latest(),
+        }
+        answers: dict[str, dict[tuple[str, int], int | None]] = {}
+        for name, spec in specs.items():
+            found: dict[tuple[str, int], int | None] = {}
+            try:
+                futures = self.admin.list_offsets(
+                    {CkTopicPartition(t, p): spec for t, p in wanted},
+                    request_timeout=REQUEST_TIMEOUT_S,
+                )
+                for ctp, future in futures.items():
+                    try:
+                        found[(ctp.topic, ctp.partition)] = int(_result(future).offset)
+                    except KafkaException as exc:
+                        found[(ctp.topic, ctp.partition)] = None
+                        errors.append(
+                            f"{name} offset of {ctp.topic}-{ctp.partition}: {_kafka_message(exc)}"
+                        )
+            except KafkaException as exc:
+                errors.append(f"ListOffsets: {_kafka_message(exc)}")
+            answers[name] = found
+        for tp in wanted:
+            out[tp] = (answers["earliest"].get(tp), answers["latest"].get(tp))
+        return out
+
+    def groups(self) -> GroupsView:
+        errors: list[str] = []
+        try:
+            listed = _result(self.admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S))
+        except KafkaException as exc:
+            return GroupsView([], [f"ListGroups: {_kafka_message(exc)}"], time.time())
+        errors.extend(_kafka_message(e) for e in getattr(listed, "errors", []) or [])
+        ids = sorted(g.group_id for g in listed.valid)
+        if not ids:
+            return GroupsView([], errors, time.time())
+        described = self.admin.describe_consumer_groups(ids, request_timeout=REQUEST_TIMEOUT_S)
+        committed: dict[str, dict[tuple[str, int], int]] = {}
+        descriptions: dict[str, Any] = {}
+        failures: dict[str, str] = {}
+        for group_id in ids:
+            try:
+                descriptions[group_id] = _result(described[group_id])
+                answer = _result(
+                    self.admin.list_consumer_group_offsets(
+                        [ConsumerGroupTopicPartitions(group_id)],
+                        request_timeout=REQUEST_TIMEOUT_S,
+                    )[group_id]
+                )
+                committed[group_id] = {
+                    (tp.topic, tp.partition): tp.offset
+                    for tp in answer.topic_partitions or []
+                    if tp.offset >= 0
+                }
+            except KafkaException as exc:
+                failures[group_id] = _kafka_message(exc)
+        every_tp: set[tuple[str, int]] = set()
+        owners: dict[str, dict[tuple[str, int], str]] = {}
+        for group_id, d in descriptions.items():
+            for m in d.members:
+                for tp in m.assignment.topic_partitions:
+                    owners.setdefault(group_id, {})[(tp.topic, tp.partition)] = m.member_id
+            every_tp.update(owners.get(group_id, {}))
+            every_tp.update(committed.get(group_id, {}))
+        ends = {tp: hw for tp, (_low, hw) in self._watermarks(sorted(every_tp), errors).items()}
+        groups = []
+        for group_id in ids:
+            if group_id in failures:
+                groups.append(Group(group_id, "?", "", None, [], [], None, failures[group_id]))
+                continue
+            d = descriptions[group_id]
+            mine = owners.get(group_id, {})
+            offsets = []
+            for tp in sorted(set(mine) | set(committed.get(group_id, {}))):
+                done = committed.get(group_id, {}).get(tp)
+                end = ends.get(tp)
+                lag = end - done if end is not None and done is not None else None
+                offsets.append(GroupOffset(tp[0], tp[1], done, end, lag, mine.get(tp)))
+            lags = [o.lag for o in offsets if o.lag is not None]
+            groups.append(
+                Group(
+                    group_id=group_id,
+                    state=_state_name(d.state),
+                    assignor=d.partition_assignor or "",
+                    coordinator=d.coordinator.id if d.coordinator is not None else None,
+                    members=[
+                        Member(
+                            m.member_id,
+                            m.client_id,
+                            m.host,
+                            [f"{tp.topic}-{tp.partition}" for tp in m.assignment.topic_partitions],
+                        )
+                        for m in d.members
+                    ],
+                    offsets=offsets,
+                    total_lag=sum(lags) if lags else None,
+                    error=None,
+                )
+            )
+        return GroupsView(groups, errors, time.time())
+
+    def reassignments(self) -> ReassignmentsView:
+        errors: list[str] = []
+        if self.zk is None:
+            return ReassignmentsView([], False, errors, time.time())
+        try:
+            pending = self.zk.get_partition_reassignment()
+            tps = sorted(pending)
+            states = self.zk.get_partition_states(tps)
+            assignments = {
+                t: self.zk.get_topic_assignment(t) or {} for t in {tp.topic for tp in tps}
+            }
+        except (KazooException, KazooTimeoutError) as exc:
+            errors.append(f"ZooKeeper: {type(exc).__name__} {exc}".strip())
+            return ReassignmentsView([], True, errors, time.time())
+        rows = []
+        for tp in tps:
+            target = list(pending[tp])
+            current = list(assignments.get(tp.topic, {}).get(tp.partition, []))
+            state = states.get(tp)
+            rows.append(
+                Reassignment(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    current=current,
+                    target=target,
+                    isr=sorted(state[0].isr) if state else [],
+                    adding=[b for b in target if b not in current],
+                    removing=[b for b in current if b not in target],
+                )
+            )
+        return ReassignmentsView(rows, True, errors, time.time())
+
+    def timeline(self, topic: str | None, partition: int | None) -> TimelineView:
+        errors: list[str] = []
+        data_dir = self.sources.data_dir
+        if data_dir is None:
+            return TimelineView(
+                [], 0, [], topic, partition, ["no --data-dir: state-change logs unknown"], 0.0
+            )
+        paths = scl.find_logs(data_dir)
+        logs = []
+        for source, path in enumerate(paths):
+            try:
+                entries, skipped = scl.read_log(path, source)
+            except scl.MergeError as exc:
+                errors.append(str(exc))
+                continue
+            if skipped is not None:
+                errors.append(skipped.describe())
+            logs.append([e for e in entries if scl.matches(e, topic=topic, partition=partition)])
+        merged = scl.merge(logs)
+        return TimelineView(
+            entries=[e.fields for e in merged[-TIMELINE_LIMIT:]],
+            total=len(merged),
+            logs=[str(p) for p in paths],
+            topic=topic,
+            partition=partition,
+            errors=errors,
+            taken_at=time.time(),
+        )
+
+
+def _state_name(state: Any) -> str:
+    name = getattr(state, "name", None)
+    return str(name if name is not None else state)
+
+
+def _ids(ids: Iterable[int]) -> str:
+    return "[" + ",".join(str(i) for i in ids) + "]"

@@ -1,0 +1,511 @@
+"""The console's HTML: server-rendered, plain CSS, one small script.
+
+Each page is a layout around a "live" fragment; the script re-fetches the fragment
+(the same function renders both) every second or so and swaps it in, so the page
+updates without a JavaScript build step or a second renderer in JS. Elements a test or
+a script may want to read carry `data-*` attributes with the raw numbers.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from html import escape
+from urllib.parse import quote, urlencode
+
+from strandline.cli import state_change_log as scl
+from strandline.console.gather import (
+    ClusterView,
+    GroupsView,
+    Partition,
+    PartitionView,
+    ReassignmentsView,
+    TimelineView,
+    TopicRow,
+)
+
+DASH = "\u2014"
+NAV = (
+    ("cluster", "/", "Cluster"),
+    ("topics", "/topics", "Topics"),
+    ("groups", "/groups", "Consumer groups"),
+    ("reassignments", "/reassignments", "Reassignments"),
+    ("timeline", "/timeline", "State changes"),
+)
+
+CSS = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #1d232a; background: #f6f7f9; }
+header { background: #1d2b3a; color: #fff; padding: 8px 16px; display: flex; gap: 18px;
+  align-items: center; }
+header a { color: #c9d6e3; text-decoration: none; }
+header a.on { color: #fff; font-weight: 600; border-bottom: 2px solid #6cb6ff; }
+header .brand { font-weight: 700; color: #fff; margin-right: 12px; }
+#conn { margin-left: auto; font-size: 12px; color: #9fb3c8; }
+.stale #conn { color: #ffb4a9; }
+.stale #conn::after { content: " \\2014 console unreachable, showing the last answer"; }
+main { padding: 12px 16px; max-width: 1200px; }
+h1 { font-size: 20px; margin: 8px 0 12px; }
+h2 { font-size: 16px; margin: 18px 0 8px; }
+table { border-collapse: collapse; background: #fff; margin-bottom: 12px; }
+th, td { border: 1px solid #dde2e8; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #eef1f5; font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.ok { color: #1b7f3b; } .bad { color: #b3261e; font-weight: 600; } .warn { color: #a15c00; }
+.muted { color: #6b7785; } .small { font-size: 12px; }
+.badge { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 12px;
+  background: #e3e8ee; margin-left: 4px; }
+.badge.bad { background: #fde2df; } .badge.ok { background: #dcf3e3; }
+.badge.warn { background: #fff0d6; }
+.errors { background: #fff4f2; border: 1px solid #f3c4bd; padding: 6px 10px;
+  margin-bottom: 10px; }
+.headline { font-size: 16px; margin-bottom: 12px; }
+.headline b { font-size: 20px; }
+.replicas { background: #fff; border: 1px solid #dde2e8; padding: 10px 12px; }
+.replica { display: grid; grid-template-columns: 190px 1fr 260px; gap: 12px;
+  align-items: center; margin: 10px 0; }
+.track { position: relative; height: 26px; background: #eef1f5; border-radius: 3px; }
+.log { position: absolute; top: 3px; bottom: 3px; background: #7a8896; border-radius: 2px; }
+.replica.isr .log { background: #2e7d32; }
+.replica.out .log { background: #d08a16; }
+.replica.down .log { background: #c4c9cf; }
+.mark { position: absolute; top: -4px; bottom: -4px; width: 0; }
+.mark.hw { border-left: 3px solid #1565c0; }
+.mark.own { border-left: 2px dashed #0d1b2a; top: 0; bottom: 0; }
+.legend span { margin-right: 14px; }
+.swatch { display: inline-block; width: 12px; height: 12px; vertical-align: middle;
+  margin-right: 4px; border-radius: 2px; }
+tr.alarm td { background: #fff4f2; }
+form.filter { margin-bottom: 10px; }
+"""
+
+SCRIPT = """
+(function () {
+  var live = document.getElementById('live');
+  if (!live || !live.dataset.src) return;
+  var every = Number(live.dataset.every || 1000);
+  function tick() {
+    fetch(live.dataset.src, {cache: 'no-store'})
+      .then(function (r) { return r.text(); })
+      .then(function (html) {
+        live.innerHTML = html;
+        document.body.classList.remove('stale');
+      })
+      .catch(function () { document.body.classList.add('stale'); })
+      .then(function () { setTimeout(tick, every); });
+  }
+  setTimeout(tick, every);
+})();
+"""
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def _ids(ids: Iterable[int]) -> str:
+    return ",".join(str(i) for i in ids) or "\u2014"
+
+
+def _opt(value: object | None) -> str:
+    return "\u2014" if value is None else _e(value)
+
+
+def _clock(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts).strftime("%H:%M:%S")
+
+
+def partition_href(topic: str, partition: int) -> str:
+    return f"/topics/{quote(topic, safe='')}/{partition}"
+
+
+def topic_href(topic: str) -> str:
+    return f"/topics/{quote(topic, safe='')}"
+
+
+def layout(
+    title: str,
+    active: str,
+    fragment: str,
+    live_src: str | None = None,
+    every_ms: int = 1000,
+    above: str = "",
+) -> str:
+    """A whole page; `above` sits outside the live part (a form being typed into must
+    not be replaced under the user's fingers)."""
+    nav = "".join(
+        f'<a href="{href}" class="{"on" if key == active else ""}">{label}</a>'
+        for key, href, label in NAV
+    )
+    live_attrs = f' data-src="{_e(live_src)}" data-every="{every_ms}"' if live_src else ""
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>{_e(title)} \u2014 Strandline console</title>"
+        f"<style>{CSS}</style></head><body>"
+        f'<header><span class="brand">Strandline</span>{nav}'
+        f'<span id="conn">{"live" if live_src else ""}</span></header>'
+        f'<main><h1>{_e(title)}</h1>{above}<div id="live"{live_attrs}>{fragment}</div></main>'
+        f"<script>{SCRIPT}</script></body></html>"
+    )
+
+
+def error_fragment(message: str) -> str:
+    return f'<div class="errors" id="error"><span class="bad">error:</span> {_e(message)}</div>'
+
+
+def _errors(errors: list[str]) -> str:
+    if not errors:
+        return ""
+    items = "".join(f"<li>{_e(e)}</li>" for e in errors)
+    return f'<div class="errors"><b>Some sources did not answer:</b><ul>{items}</ul></div>'
+
+
+def _updated(ts: float) -> str:
+    return f'<p class="muted small">updated {_clock(ts)}</p>'
+
+
+# --- cluster -------------------------------------------------------------------------
+
+
+def cluster_fragment(view: ClusterView) -> str:
+    counts = {
+        "partitions": len(view.partitions),
+        "under-replicated": sum(p.under_replicated for p in view.partitions),
+        "offline": sum(p.offline for p in view.partitions),
+        "under-min-isr": sum(p.under_min_isr for p in view.partitions),
+    }
+    summary = (
+        f'<p class="headline">controller <b id="controller" data-value="'
+        f'{_e(view.controller if view.controller is not None else "")}">'
+        f"{_opt(view.controller)}</b> \u00b7 controller epoch "
+        f'<b id="controller-epoch">{_opt(view.controller_epoch)}</b> \u00b7 '
+        f"{counts['partitions']} partitions, "
+        f'<span id="urp-count" data-value="{counts["under-replicated"]}">'
+        f"{counts['under-replicated']} under-replicated</span>, "
+        f"{counts['offline']} offline, {counts['under-min-isr']} under min ISR</p>"
+    )
+    brokers = "".join(
+        f'<tr data-broker="{b.id}" data-alive="{str(b.alive).lower()}"'
+        f"{' class=alarm' if not b.alive else ''}>"
+        f'<td class="num">{b.id}</td><td>{_opt(b.address)}</td>'
+        f"<td>{'<span class=ok>up</span>' if b.alive else '<span class=bad>down</span>'}</td>"
+        f"<td>{'controller' if b.controller else ''}</td>"
+        f"<td>{_metrics_link(b.metrics_url)}</td></tr>"
+        for b in view.brokers
+    )
+    if view.alerts:
+        alert_rows = "".join(
+            f'<tr class="alarm alert" data-kind="{_e(a.kind)}" data-subject="{_e(a.subject)}">'
+            f'<td><span class="badge {_alert_class(a.kind)}">{_e(a.kind)}</span></td>'
+            f"<td>{_alert_subject(a.subject)}</td><td>{_e(a.detail)}</td></tr>"
+            for a in view.alerts
+        )
+        alerts = (
+            f'<table id="alerts"><tr><th>alert</th><th>what</th><th>detail</th></tr>'
+            f"{alert_rows}</table>"
+        )
+    else:
+        alerts = '<p id="alerts" class="ok">No alerts: every partition fully replicated.</p>'
+    return (
+        summary
+        + "<h2>Alerts</h2>"
+        + alerts
+        + "<h2>Brokers</h2>"
+        + '<table id="brokers"><tr><th>id</th><th>address</th><th>state</th><th>role</th>'
+        + f"<th>metrics</th></tr>{brokers}</table>"
+        + _updated(view.taken_at)
+    )
+
+
+def _alert_class(kind: str) -> str:
+    return "warn" if kind in ("under-replicated", "source") else "bad"
+
+
+def _alert_subject(subject: str) -> str:
+    topic, dash, partition = subject.rpartition("-")
+    if dash and topic and partition.isdigit():
+        return f'<a href="{partition_href(topic, int(partition))}">{_e(subject)}</a>'
+    return _e(subject)
+
+
+def _metrics_link(url: str | None) -> str:
+    return f'<a href="{_e(url)}">{_e(url)}</a>' if url else '<span class="muted">\u2014</span>'
+
+
+# --- topics --------------------------------------------------------------------------
+
+
+def topics_fragment(rows: list[TopicRow]) -> str:
+    if not rows:
+        return '<p class="muted">No topics.</p>'
+    body = "".join(
+        f'<tr data-topic="{_e(t.name)}"{" class=alarm" if t.under_replicated else ""}>'
+        f'<td><a href="{topic_href(t.name)}">{_e(t.name)}</a>'
+        f"{' <span class=badge>internal</span>' if t.internal else ''}</td>"
+        f'<td class="num">{t.partitions}</td><td class="num">{t.replication_factor}</td>'
+        f'<td class="num urp">{t.under_replicated}</td><td class="num">{t.offline}</td>'
+        f'<td class="num">{t.under_min_isr}</td></tr>'
+        for t in rows
+    )
+    return (
+        '<table id="topics"><tr><th>topic</th><th>partitions</th><th>RF</th>'
+        "<th>under-replicated</th><th>offline</th><th>under min ISR</th></tr>"
+        f"{body}</table>"
+    )
+
+
+def topic_fragment(partitions: list[Partition]) -> str:
+    body = "".join(
+        f"<tr{' class=alarm' if p.under_replicated or p.offline else ''}>"
+        f'<td><a href="{partition_href(p.topic, p.partition)}">{p.partition}</a></td>'
+        f"<td>{p.leader if p.leader >= 0 else '<span class=bad>none</span>'}</td>"
+        f"<td>{_opt(p.leader_epoch)}</td><td>{_ids(p.replicas)}</td><td>{_ids(p.isr)}</td>"
+        f"<td>{_status(p)}</td></tr>"
+        for p in partitions
+    )
+    return (
+        '<table id="partitions"><tr><th>partition</th><th>leader</th><th>leader epoch</th>'
+        f"<th>replicas</th><th>ISR</th><th>status</th></tr>{body}</table>"
+    )
+
+
+def _status(p: Partition) -> str:
+    tags = []
+    if p.offline:
+        tags.append('<span class="badge bad">offline</span>')
+    if p.under_replicated:
+        tags.append('<span class="badge warn">under-replicated</span>')
+    if p.under_min_isr:
+        tags.append('<span class="badge bad">under min ISR</span>')
+    return "".join(tags) or '<span class="badge ok">in sync</span>'
+
+
+# --- partition -----------------------------------------------------------------------
+
+
+def _pct(value: int, scale: int) -> str:
+    return f"{100.0 * value / scale:.3f}%"
+
+
+def partition_fragment(view: PartitionView) -> str:
+    p = view.partition
+    hw = view.high_watermark
+    known = [r.log_end_offset for r in view.replicas if r.log_end_offset is not None]
+    known += [r.high_watermark for r in view.replicas if r.high_watermark is not None]
+    # Headroom past the longest log, so a leader ahead of the HW is not drawn at the edge.
+    scale = max(int(max([*known, hw or 0, 1]) * 1.08), 1)
+    headline = (
+        f'<p class="headline">HW <b id="hw" data-value="{"" if hw is None else hw}">'
+        f"{_opt(hw)}</b> \u00b7 log start {_opt(view.log_start_offset)} \u00b7 leader "
+        f'<b id="leader" data-value="{p.leader}">'
+        f"{p.leader if p.leader >= 0 else 'none'}</b> \u00b7 leader epoch {_opt(p.leader_epoch)}"
+        f' \u00b7 ISR <span id="isr" data-value="{_ids(p.isr)}">{_ids(p.isr)}</span>'
+        f" of replicas {_ids(p.replicas)} \u00b7 min ISR {p.min_isr} {_status(p)}</p>"
+    )
+    rows = []
+    for r in view.replicas:
+        state = "down" if not r.alive else ("isr" if r.in_isr else "out")
+        tags = []
+        if r.leader:
+            tags.append('<span class="badge">leader</span>')
+        tags.append(
+            '<span class="badge ok">ISR</span>'
+            if r.in_isr
+            else '<span class="badge warn">not in ISR</span>'
+        )
+        if not r.alive:
+            tags.append('<span class="badge bad">down</span>')
+        bar = ""
+        if r.log_end_offset is not None:
+            start = r.log_start_offset or 0
+            bar = (
+                f'<div class="log" style="left:{_pct(start, scale)};'
+                f'width:{_pct(max(r.log_end_offset - start, 0), scale)}"></div>'
+            )
+        own = ""
+        if r.high_watermark is not None:
+            own = (
+                f'<div class="mark own" style="left:{_pct(r.high_watermark, scale)}" '
+                f'title="HW as broker {r.broker} knows it: {r.high_watermark}"></div>'
+            )
+        cluster_hw = (
+            f'<div class="mark hw" style="left:{_pct(hw, scale)}" title="HW {hw}"></div>'
+            if hw is not None
+            else ""
+        )
+        if r.log_end_offset is not None:
+            behind = ""
+            leader_leo = next(
+                (
+                    x.log_end_offset
+                    for x in view.replicas
+                    if x.leader and x.log_end_offset is not None
+                ),
+                None,
+            )
+            if not r.leader and leader_leo is not None:
+                behind = f" \u00b7 {leader_leo - r.log_end_offset} behind the leader"
+            nums = (
+                f'LEO <b class="leo">{r.log_end_offset}</b> \u00b7 HW '
+                f'<span class="own-hw">{_opt(r.high_watermark)}</span>{behind}'
+            )
+            if r.error:
+                nums += f'<br><span class="muted small">{_e(r.error)}</span>'
+        else:
+            nums = f'<span class="muted small">{_e(r.error or "no data")}</span>'
+        rows.append(
+            f'<div class="replica {state}" data-broker="{r.broker}" '
+            f'data-leo="{"" if r.log_end_offset is None else r.log_end_offset}" '
+            f'data-hw="{"" if r.high_watermark is None else r.high_watermark}" '
+            f'data-isr="{str(r.in_isr).lower()}">'
+            f"<div>broker {r.broker} {''.join(tags)}</div>"
+            f'<div class="track">{bar}{cluster_hw}{own}</div><div>{nums}</div></div>'
+        )
+    legend = (
+        '<p class="legend small">'
+        '<span><i class="swatch" style="background:#2e7d32"></i>log, replica in ISR</span>'
+        '<span><i class="swatch" style="background:#d08a16"></i>log, out of ISR</span>'
+        '<span><i class="swatch" style="background:#c4c9cf"></i>broker down</span>'
+        '<span><i class="swatch" style="border-left:3px solid #1565c0"></i>'
+        "HW (leader, over the protocol)</span>"
+        '<span><i class="swatch" style="border-left:2px dashed #0d1b2a"></i>'
+        "HW as the replica knows it</span> bars run from log start to LEO</p>"
+    )
+    timeline = (
+        f'<p><a href="/timeline?{urlencode({"topic": p.topic, "partition": p.partition})}">'
+        "state changes of this partition \u2192</a></p>"
+    )
+    return (
+        _errors(view.errors)
+        + headline
+        + f'<div class="replicas" id="replicas">{"".join(rows)}</div>'
+        + legend
+        + timeline
+        + _updated(view.taken_at)
+    )
+
+
+# --- groups --------------------------------------------------------------------------
+
+
+def groups_fragment(view: GroupsView) -> str:
+    if not view.groups:
+        return _errors(view.errors) + '<p class="muted">No consumer groups.</p>'
+    parts = [_errors(view.errors)]
+    for g in view.groups:
+        head = (
+            f'<h2 data-group="{_e(g.group_id)}">{_e(g.group_id)} '
+            f'<span class="badge">{_e(g.state)}</span> '
+            f'<span class="small muted">coordinator {_opt(g.coordinator)} \u00b7 assignor '
+            f"{_e(g.assignor or DASH)} \u00b7 total lag "
+            f'<span class="total-lag">{_opt(g.total_lag)}</span></span></h2>'
+        )
+        if g.error:
+            parts.append(head + error_fragment(g.error))
+            continue
+        members = "".join(
+            f"<tr><td>{_e(m.member_id)}</td><td>{_e(m.client_id)}</td><td>{_e(m.host)}</td>"
+            f"<td>{_e(', '.join(m.assignment)) or DASH}</td></tr>"
+            for m in g.members
+        )
+        members_table = (
+            "<table class=members><tr><th>member</th><th>client id</th><th>host</th>"
+            f"<th>assigned</th></tr>{members}</table>"
+            if g.members
+            else '<p class="muted small">no active members</p>'
+        )
+        offsets = "".join(
+            f'<tr data-tp="{_e(o.topic)}-{o.partition}">'
+            f'<td><a href="{partition_href(o.topic, o.partition)}">'
+            f"{_e(o.topic)}-{o.partition}</a></td>"
+            f'<td class="num">{_opt(o.committed)}</td><td class="num">{_opt(o.end)}</td>'
+            f'<td class="num lag">{_opt(o.lag)}</td><td class="small">{_opt(o.owner)}</td></tr>'
+            for o in g.offsets
+        )
+        offsets_table = (
+            "<table class=offsets><tr><th>partition</th><th>committed</th><th>HW</th>"
+            f"<th>lag</th><th>owner</th></tr>{offsets}</table>"
+            if g.offsets
+            else ""
+        )
+        parts.append(head + members_table + offsets_table)
+    parts.append(_updated(view.taken_at))
+    return "".join(parts)
+
+
+# --- reassignments -------------------------------------------------------------------
+
+
+def reassignments_fragment(view: ReassignmentsView) -> str:
+    if not view.available:
+        return (
+            '<p class="muted">Reassignments live in ZooKeeper (/admin/reassign_partitions): '
+            "start the console with --zookeeper or --data-dir to see them.</p>"
+        )
+    if not view.reassignments:
+        return (
+            _errors(view.errors)
+            + '<p id="no-reassignments">No reassignment in progress.</p>'
+            + _updated(view.taken_at)
+        )
+    body = "".join(
+        f'<tr data-tp="{_e(r.topic)}-{r.partition}">'
+        f'<td><a href="{partition_href(r.topic, r.partition)}">{_e(r.topic)}-{r.partition}</a>'
+        f"</td><td>{_ids(r.current)}</td><td>{_ids(r.target)}</td><td>{_ids(r.isr)}</td>"
+        f"<td>{_ids(r.adding)}</td><td>{_ids(r.removing)}</td>"
+        f"<td>{_reassign_progress(r.target, r.isr)}</td></tr>"
+        for r in view.reassignments
+    )
+    return (
+        _errors(view.errors)
+        + '<table id="reassignments"><tr><th>partition</th><th>replicas now</th>'
+        + "<th>target</th><th>ISR</th><th>adding</th><th>removing</th><th>progress</th></tr>"
+        + body
+        + "</table>"
+        + _updated(view.taken_at)
+    )
+
+
+def _reassign_progress(target: list[int], isr: list[int]) -> str:
+    caught_up = sum(1 for b in target if b in isr)
+    return f"{caught_up}/{len(target)} target replicas in ISR"
+
+
+# --- timeline ------------------------------------------------------------------------
+
+
+def timeline_form(topic: str | None, partition: int | None) -> str:
+    return (
+        '<form class="filter" method="get" action="/timeline">'
+        f'topic <input name="topic" value="{_e(topic or "")}" size="24"> '
+        f'partition <input name="partition" value="{"" if partition is None else partition}" '
+        'size="4" inputmode="numeric"> <button>filter</button> '
+        '<a href="/timeline">all</a></form>'
+    )
+
+
+def timeline_fragment(view: TimelineView) -> str:
+    rows = "".join(
+        f'<tr class="{"alarm" if _alarming(f) else ""}" data-event="{_e(f.get("event", "?"))}">'
+        f'<td class="small">{_e(f.get("ts", ""))}</td><td class="num">'
+        f"{_e(f.get('broker', '?'))}</td>"
+        f"<td>{_e(f.get('event', '?'))}</td><td>{_e(scl.where(f))}</td>"
+        f'<td class="small">{_e(scl.details(f))}</td></tr>'
+        for f in reversed(view.entries)
+    )
+    shown = len(view.entries)
+    note = f"{view.total} entries from {len(view.logs)} broker log(s), newest first" + (
+        f", the last {shown} shown" if shown < view.total else ""
+    )
+    table = (
+        '<table id="timeline"><tr><th>time (UTC)</th><th>broker</th><th>event</th>'
+        f"<th>partition</th><th>details</th></tr>{rows}</table>"
+        if rows
+        else '<p class="muted">No matching state changes.</p>'
+    )
+    return _errors(view.errors) + f'<p class="muted small">{_e(note)}</p>' + table
+
+
+def _alarming(fields: dict[str, object]) -> bool:
+    event = str(fields.get("event", ""))
+    # The same words the CLI's merge table paints red.
+    return any(word in event for word in scl._ALARMING)

@@ -1,0 +1,409 @@
+"""`strandline groups` with kafka-consumer-groups.sh's flags, and the broker side they need
+(DeleteGroups, OffsetDelete).
+
+The coordinator's OffsetDelete rules are checked on the pure core first (fast, exact);
+then one real 2-broker cluster, `__consumer_offsets` replicated on both, serves every
+tool step: a live confluent-kafka consumer makes a group non-empty and subscribed, and
+killing the group's coordinator shows that deleted offsets stay deleted on the broker
+that takes over, and after the killed one restarts.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from kafka import TopicPartition as KpTopicPartition
+from kafka import errors as kafka_errors
+from kafka.admin import KafkaAdminClient
+from kio.schema.errors import ErrorCode as E
+from typer.testing import CliRunner
+
+from strandline.cli.local_cluster import LocalCluster
+from strandline.cli.main import app
+from strandline.group.model import OffsetDeleteRequest, OffsetDeleteResponse
+from strandline.group.records import GroupMetadataKey, OffsetCommitKey, decode_key
+from strandline.types import TopicPartition
+from tests.conftest import ClusterFactory
+from tests.group.conftest import Harness, make_coordinator
+from tests.groups.support import create_topic, produce
+from tests.groups.wire_groups import Address, commit, coordinator_address, fetch_offsets
+
+T = TypeVar("T")
+runner = CliRunner()
+
+A0, A1, B0, B1 = (TopicPartition(t, p) for t in ("a", "b") for p in (0, 1))
+
+
+def subscription(*topics: str) -> bytes:
+    """ConsumerProtocolSubscription v0: what a consumer's JoinGroup metadata carries."""
+    out = struct.pack(">hi", 0, len(topics))
+    for topic in topics:
+        raw = topic.encode()
+        out += struct.pack(">h", len(raw)) + raw
+    return out + struct.pack(">i", -1)  # no user data
+
+
+# == the coordinator's OffsetDelete ============================================================
+
+
+def delete_offsets(h: Harness, group: str, *tps: TopicPartition) -> object:
+    token = h.last_token = next(h.tokens)
+    h.apply(h.coordinator.offset_delete(OffsetDeleteRequest(token, group, tps), h.now))
+    return h.responses.get(token)
+
+
+def stable_consumer(h: Harness, group: str, metadata: bytes) -> str:
+    member = h.join_new(group=group, protocols=(("range", metadata),))
+    joined = h.answer(h.join(member, group=group, protocols=(("range", metadata),)))
+    generation = joined.generation_id  # type: ignore[attr-defined]
+    h.sync(member, generation, {member: b""}, group=group)
+    group_state = h.coordinator.group(group)
+    assert group_state is not None and group_state.state.value == "Stable"
+    return member
+
+
+def committed(h: Harness, group: str) -> set[TopicPartition]:
+    found = h.coordinator.group(group)
+    return set(found.offsets) if found is not None else set()
+
+
+def test_offset_delete_refuses_subscribed_topics_and_tombstones_the_rest() -> None:
+    h = Harness(make_coordinator())
+    h.commit({A0: 1, A1: 2, B0: 3, B1: 4})
+    stable_consumer(h, "g", subscription("a"))
+    before = len(h.log)
+
+    answer = delete_offsets(h, "g", A0, B0)
+    assert answer == OffsetDeleteResponse(E.none, ((A0, E.group_subscribed_to_topic), (B0, E.none)))
+    assert committed(h, "g") == {A0, A1, B1}
+    written = [(decode_key(k), v) for _, (k, v) in h.log[before:]]
+    assert written == [(OffsetCommitKey("g", "b", 0), None)], "one offset tombstone"
+
+    # A new coordinator replays the log: the tombstone keeps B0 deleted.
+    reloaded = make_coordinator(owned=False)
+    partition = reloaded.partition_for("g")
+    reloaded.load(partition, [r for p, r in h.log if p == partition], h.now)
+    group = reloaded.group("g")
+    assert group is not None and set(group.offsets) == {A0, A1, B1}
+
+
+def test_offset_delete_group_errors_and_failed_write() -> None:
+    h = Harness(make_coordinator())
+    assert delete_offsets(h, "missing", A0) == OffsetDeleteResponse(E.group_id_not_found)
+    assert delete_offsets(h, "", A0) == OffsetDeleteResponse(E.invalid_group_id)
+
+    # Members whose subscription cannot be read count as subscribed to everything.
+    h.commit({B0: 1}, group="opaque")
+    stable_consumer(h, "opaque", b"not a subscription")
+    assert delete_offsets(h, "opaque", B0) == OffsetDeleteResponse(
+        E.none, ((B0, E.group_subscribed_to_topic),)
+    )
+    # A group with members that is not a consumer group: Kafka cannot tell, refuses all.
+    member = h.join_new(group="connect2", protocol_type="connect")
+    h.join(member, group="connect2", protocol_type="connect")
+    assert delete_offsets(h, "connect2", B0) == OffsetDeleteResponse(E.non_empty_group)
+
+    # The answer waits for the write and reports its failure as Kafka's commit errors.
+    h.commit({A0: 1, B0: 2}, group="simple")
+    h.append_error = E.not_enough_replicas
+    assert delete_offsets(h, "simple", B0) == OffsetDeleteResponse(
+        E.none, ((B0, E.coordinator_not_available),)
+    )
+    h.append_error = E.none
+    h.hold_appends = True
+    assert delete_offsets(h, "simple", A0) is None, "no answer before the write completes"
+    (held,) = h.held
+    h.hold_appends = False
+    h.complete(held, E.none)
+    assert h.responses[h.last_token] == OffsetDeleteResponse(E.none, ((A0, E.none),))
+
+
+def test_offset_delete_of_an_empty_groups_last_offsets_deletes_the_group() -> None:
+    h = Harness(make_coordinator())
+    h.commit({A0: 1, B0: 2}, group="simple")
+    before = len(h.log)
+    assert delete_offsets(h, "simple", A0, B0, B1) == OffsetDeleteResponse(
+        E.none, ((A0, E.none), (B0, E.none), (B1, E.none))
+    )
+    assert h.coordinator.group("simple") is None
+    keys = [decode_key(k) for _, (k, v) in h.log[before:] if v is None]
+    assert GroupMetadataKey("simple") in keys and OffsetCommitKey("simple", "a", 0) in keys
+    assert delete_offsets(h, "simple", A0) == OffsetDeleteResponse(E.group_id_not_found)
+
+
+# == the tool against a real cluster ===========================================================
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0) -> T:
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
+
+
+def groups(*args: str) -> Any:
+    result = runner.invoke(app, ["groups", *args], env={"COLUMNS": "250", "NO_COLOR": "1"})
+    # An exit (0 or 1) is the tool's answer; any other exception is a crash.
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        f"{args} crashed: {result.exception!r}\n{result.output}"
+    )
+    return result
+
+
+def ok(*args: str) -> str:
+    result = groups(*args)
+    assert result.exit_code == 0, f"{args}: {result.output}"
+    return str(result.stdout)
+
+
+def fails(*args: str) -> str:
+    """The one error line of a call that must exit 1."""
+    result = groups(*args)
+    assert result.exit_code == 1, f"{args} exited {result.exit_code}: {result.output}"
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: "), lines[0]
+    return lines[0]
+
+
+def table(output: str) -> list[list[str]]:
+    """The cells of every table row in `output` (borders stripped)."""
+    rows = []
+    for line in output.splitlines():
+        if "│" in line or "┃" in line:
+            rows.append([c.strip() for c in re.split("[│┃]", line.strip().strip("│┃"))])
+    return rows
+
+
+def offsets_of(address: Address, group: str) -> dict[tuple[str, int], int]:
+    """Committed offsets, asked of whichever broker coordinates the group now."""
+    _, coordinator = coordinator_address(address, group)
+    error, found = fetch_offsets(coordinator, group)
+    assert error == E.none
+    return {tp: offset for tp, (offset, _meta) in found.items()}
+
+
+def assigned(consumer: Consumer, count: int) -> bool:
+    consumer.poll(0.2)  # records or None: either way the consumer takes part in the group
+    return len(consumer.assignment()) == count
+
+
+@pytest.mark.timeout(420)
+def test_groups_tool_against_a_cluster(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(
+        brokers=2,
+        offsets_topic_replication_factor=2,
+        offsets_topic_num_partitions=3,
+        group_initial_rebalance_delay_ms=0,
+    )
+    bootstrap = cluster.bootstrap
+    first = cluster.broker_address(1)
+    subscribed = create_topic(bootstrap, partitions=2, prefix="sub", replication_factor=2)
+    old = create_topic(bootstrap, partitions=2, prefix="old", replication_factor=2)
+    produce(bootstrap, subscribed, 5, partitions=2)
+    produce(bootstrap, old, 5, partitions=2)
+
+    group, empty = "tool-active", "tool-empty"
+    _, coordinator = coordinator_address(first, group)
+    assert commit(coordinator, group, subscribed, {0: 1, 1: 2}) == {0: E.none, 1: E.none}
+    assert commit(coordinator, group, old, {0: 3, 1: 4}) == {0: E.none, 1: E.none}
+    _, empty_coordinator = coordinator_address(first, empty)
+    assert commit(empty_coordinator, empty, subscribed, {0: 5}) == {0: E.none}
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": "tool-test-consumer",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            # The steps below do not poll; the member must stay in the group meanwhile.
+            "max.poll.interval.ms": 900_000,
+        }
+    )
+    try:
+        consumer.subscribe([subscribed])
+        wait_for("the consumer's assignment", lambda: assigned(consumer, 2))
+        run_tool_steps(cluster, first, group, empty, subscribed, old, consumer)
+    finally:
+        consumer.close()
+
+    # The consumer left: every group is Empty now and --all-groups deletes them all.
+    wait_for(
+        f"{group} to be Empty",
+        lambda: "Empty" in ok("--describe", "--group", group, "--state", *bs(cluster)),
+    )
+    assert "was successful" in ok("--delete", "--all-groups", *bs(cluster))
+    assert ok("--list", *bs(cluster)).split() == []
+
+
+def bs(cluster: LocalCluster) -> tuple[str, str]:
+    return ("--bootstrap-server", cluster.bootstrap)
+
+
+def run_tool_steps(
+    cluster: LocalCluster,
+    first: Address,
+    group: str,
+    empty: str,
+    subscribed: str,
+    old: str,
+    consumer: Consumer,
+) -> None:
+    b = bs(cluster)
+    assert set(ok("--list", *b).split()) == {group, empty}
+
+    # --members [--verbose]
+    members = table(ok("--describe", "--group", group, "--members", "--verbose", *b))
+    assert members[0] == [
+        "GROUP",
+        "CONSUMER-ID",
+        "GROUP-INSTANCE-ID",
+        "HOST",
+        "CLIENT-ID",
+        "#PARTITIONS",
+        "ASSIGNMENT",
+    ]
+    [row] = members[1:]
+    assert row[0] == group and row[1].startswith("tool-test-consumer")
+    assert row[4] == "tool-test-consumer" and row[5] == "2"
+    assert row[6] == f"{subscribed}(0,1)"
+    [short] = table(ok("--describe", "--group", group, "--members", *b))[1:]
+    assert short[3:] == ["tool-test-consumer", "2"]
+    assert "has no active members" in ok("--describe", "--group", empty, "--members", *b)
+
+    # --state, for one group and for all of them
+    node, (host, port) = coordinator_address(first, group)
+    [state] = table(ok("--describe", "--group", group, "--state", *b))[1:]
+    assert state == [group, f"{host}:{port} ({node})", "range", "Stable", "1"]
+    states = {r[0]: r[3:] for r in table(ok("--describe", "--all-groups", "--state", *b))[1:]}
+    assert states == {group: ["Stable", "1"], empty: ["Empty", "0"]}
+
+    # --offsets is the default view: committed offset, log end, lag and owner
+    rows = {
+        (r[1], int(r[2])): r[3:7]
+        for r in table(ok("--describe", "--group", group, *b))
+        if r[0] == group
+    }
+    member_id = row[1]
+    assert rows == {
+        (subscribed, 0): ["1", "5", "4", member_id],
+        (subscribed, 1): ["2", "5", "3", member_id],
+        (old, 0): ["3", "5", "2", "-"],
+        (old, 1): ["4", "5", "1", "-"],
+    }
+
+    # A group with an active member cannot be deleted, nor lose a subscribed topic's offsets.
+    assert "NON_EMPTY_GROUP" in fails("--delete", "--group", group, *b)
+    line = fails("--delete-offsets", "--group", group, "--topic", subscribed, *b)
+    assert "GROUP_SUBSCRIBED_TO_TOPIC" in line and subscribed in line
+    assert offsets_of(first, group) == {
+        (subscribed, 0): 1,
+        (subscribed, 1): 2,
+        (old, 0): 3,
+        (old, 1): 4,
+    }
+    # ... but offsets of a topic it no longer reads go, one partition or a whole topic.
+    out = ok("--delete-offsets", "--group", group, "--topic", f"{old}:0", *b)
+    assert table(out)[1:] == [[old, "0", "Successful"]]
+    assert (old, 0) not in offsets_of(first, group)
+    ok("--delete-offsets", "--group", group, "--topic", old, *b)
+    assert offsets_of(first, group) == {(subscribed, 0): 1, (subscribed, 1): 2}
+
+    # Unknown names: one line each.
+    assert "'nope' does not exist" in fails("--describe", "--group", "nope", *b)
+    assert "'nope' was not deleted: it does not exist" in fails("--delete", "--group", "nope", *b)
+    assert "topic 'nope' does not exist" in fails(
+        "--delete-offsets", "--group", group, "--topic", "nope", *b
+    )
+    assert "GROUP_ID_NOT_FOUND" in fails("--delete-offsets", "--group", "nope", "--topic", old, *b)
+    assert "has no partition 7" in fails(
+        "--delete-offsets", "--group", group, "--topic", f"{old}:7", *b
+    )
+    # Bad flags: one line, before any request.
+    assert "exactly one of" in fails("--describe", "--delete", "--group", group, *b)
+    assert "not both" in fails("--describe", "--group", group, "--all-groups", *b)
+    assert "at most one of" in fails("--describe", "--group", group, "--members", "--state", *b)
+    assert "only go with --describe" in fails("--delete", "--group", group, "--members", *b)
+    assert "exactly one --group" in fails("--delete-offsets", "--all-groups", "--topic", old, *b)
+    assert "TOPIC:PARTITION" in fails("--delete-offsets", "--group", group, "--topic", "x:y", *b)
+    assert "PLAINTEXT only" in fails_with_config(cluster, "security.protocol=SASL_SSL\n")
+
+    # An Empty group goes; so does one deleted through confluent-kafka's AdminClient.
+    assert f"('{empty}') was successful" in ok("--delete", "--group", empty, *b)
+    assert empty not in ok("--list", *b).split()
+    _, coordinator = coordinator_address(first, "tool-admin")
+    assert commit(coordinator, "tool-admin", old, {0: 1, 1: 1}) == {0: E.none, 1: E.none}
+    # kafka-python's admin client speaks OffsetDelete too.
+    python_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        deleted = python_admin.delete_group_offsets("tool-admin", [KpTopicPartition(old, 1)])
+        assert deleted == {KpTopicPartition(old, 1): kafka_errors.NoError}
+        refused_by_kp = python_admin.delete_group_offsets(group, [KpTopicPartition(subscribed, 0)])
+        assert refused_by_kp == {
+            KpTopicPartition(subscribed, 0): kafka_errors.GroupSubscribedToTopicError
+        }
+    finally:
+        python_admin.close()
+    assert offsets_of(first, "tool-admin") == {(old, 0): 1}
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    assert admin.delete_consumer_groups(["tool-admin"])["tool-admin"].result(30) is None
+    assert "tool-admin" not in ok("--list", *b).split()
+    with pytest.raises(KafkaException) as refused:
+        admin.delete_consumer_groups([group])[group].result(30)
+    assert refused.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
+    del admin  # librdkafka clients must not outlive the cluster
+
+    # The deletion was written to __consumer_offsets: the broker that takes the group
+    # over when its coordinator dies, and the coordinator after its restart, agree.
+    node, _ = coordinator_address(first, group)
+    survivor = cluster.broker_address(2 if node == 1 else 1)
+    cluster.kill(node, "KILL")
+    wait_for(
+        "the other broker to coordinate the group",
+        lambda: coordinator_address(survivor, group)[0] != node,
+    )
+    assert offsets_of(survivor, group) == {(subscribed, 0): 1, (subscribed, 1): 2}
+    cluster.start(node)
+    # Back as the preferred leader, the restarted broker loads the group from its own log.
+    wait_for(
+        f"broker {node} to coordinate the group again",
+        lambda: elect_preferred(cluster) and coordinator_address(survivor, group)[0] == node,
+    )
+    assert offsets_of(survivor, group) == {(subscribed, 0): 1, (subscribed, 1): 2}
+
+
+def elect_preferred(cluster: LocalCluster) -> bool:
+    # Fails (exit 1) while the restarted replica is not in the ISR yet: the caller polls.
+    runner.invoke(
+        app,
+        [
+            "elect",
+            "--bootstrap-server",
+            cluster.bootstrap,
+            "--election-type",
+            "preferred",
+            "--all-topic-partitions",
+        ],
+    )
+    return True
+
+
+def fails_with_config(cluster: LocalCluster, properties: str) -> str:
+    with tempfile.NamedTemporaryFile("w", suffix=".properties") as f:
+        f.write(properties)
+        f.flush()
+        return fails("--list", "--command-config", f.name, *bs(cluster))

@@ -1,0 +1,220 @@
+"""The console's pages and JSON endpoints against a real cluster, without a browser
+(Starlette's TestClient, in-process), and its error paths as users hit them (a
+subprocess: one clear line, exit 1).
+
+One cluster serves every route check, since starting one costs more than the checks.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from starlette.testclient import TestClient
+
+from strandline.cli.local_cluster import LocalCluster
+from strandline.console import render
+from strandline.console.app import create_app
+from strandline.console.gather import Gatherer, Reassignment, ReassignmentsView
+from strandline.console.sources import resolve
+from strandline.coordination.zookeeper_server import free_port
+from tests.cluster.support import create_topic, producer, wait_until
+from tests.conftest import ClusterFactory
+from tests.console.support import console_process, one_error_line, run_console
+
+RECORDS = 300
+
+
+@pytest.fixture
+def client(cluster_factory: ClusterFactory) -> Iterator[tuple[TestClient, LocalCluster]]:
+    cluster = cluster_factory(brokers=3)
+    gatherer = Gatherer(resolve(None, None, cluster.data_dir)).start()
+    try:
+        with TestClient(create_app(gatherer)) as test_client:
+            yield test_client, cluster
+    finally:
+        gatherer.close()
+
+
+def _produce(cluster: LocalCluster, topic: str, partition: int, count: int) -> None:
+    p = producer(cluster)
+    for i in range(count):
+        p.produce(topic, value=f"v{i}".encode(), partition=partition)
+    assert p.flush(30) == 0, "records left unacknowledged"
+
+
+def _commit(cluster: LocalCluster, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[CkTopicPartition(topic, p, o) for p, o in offsets.items()],
+            asynchronous=False,
+        )
+    finally:
+        consumer.close()
+
+
+def test_pages_and_json_against_a_real_cluster(
+    client: tuple[TestClient, LocalCluster],
+) -> None:
+    http, cluster = client
+    create_topic(cluster, "orders", partitions=2, rf=3, min_insync_replicas="2")
+    _produce(cluster, "orders", 0, RECORDS)
+
+    view = http.get("/api/cluster").json()
+    assert [b["id"] for b in view["brokers"]] == [1, 2, 3]
+    assert all(b["alive"] and b["metrics_url"] for b in view["brokers"])
+    assert view["controller"] in (1, 2, 3) and view["controller_epoch"] >= 1
+    assert [b["id"] for b in view["brokers"] if b["controller"]] == [view["controller"]]
+    orders = [p for p in view["partitions"] if p["topic"] == "orders"]
+    assert [(p["partition"], p["min_isr"], p["leader_epoch"]) for p in orders] == [
+        (0, 2, 0),
+        (1, 2, 0),
+    ]
+    assert view["alerts"] == []
+    page = http.get("/")
+    assert page.status_code == 200 and 'id="controller"' in page.text
+    assert "No alerts" in page.text
+    assert http.get("/live").text.startswith('<p class="headline">')
+
+    topics = {t["name"]: t for t in http.get("/api/topics").json()}
+    assert topics["orders"]["partitions"] == 2
+    assert topics["orders"]["replication_factor"] == 3
+    assert topics["orders"]["under_replicated"] == 0
+    assert 'href="/topics/orders"' in http.get("/topics").text
+    assert 'href="/topics/orders/1"' in http.get("/topics/orders").text
+
+    # Every replica catches up: LEO = HW = what was produced, on every broker's metrics.
+    def caught_up() -> dict[str, object] | None:
+        p = http.get("/api/topics/orders/0").json()
+        leos = {r["broker"]: r["log_end_offset"] for r in p["replicas"]}
+        hws = {r["broker"]: r["high_watermark"] for r in p["replicas"]}
+        if p["high_watermark"] == RECORDS and set(leos.values()) == set(hws.values()) == {RECORDS}:
+            return p
+        return None
+
+    partition = wait_until(f"every replica of orders-0 at {RECORDS}", caught_up, timeout_s=20)
+    assert {r["broker"] for r in partition["replicas"]} == {1, 2, 3}
+    assert all(r["in_isr"] and r["alive"] and r["error"] is None for r in partition["replicas"])
+    assert [r["leader"] for r in partition["replicas"]].count(True) == 1
+    page = http.get("/topics/orders/0")
+    assert page.status_code == 200
+    assert f'id="hw" data-value="{RECORDS}"' in page.text
+    assert page.text.count('class="replica isr"') == 3
+    assert 'data-src="/live/topics/orders/0"' in page.text
+
+    # A group with committed offsets: lag is the HW minus the committed offset.
+    _commit(cluster, "billing", "orders", {0: 100})
+    groups = wait_until(
+        "the billing group to be listed",
+        lambda: [g for g in http.get("/api/groups").json()["groups"] if g["group_id"] == "billing"],
+    )
+    [offset] = [o for o in groups[0]["offsets"] if o["partition"] == 0]
+    assert (offset["committed"], offset["end"], offset["lag"]) == (100, RECORDS, RECORDS - 100)
+    assert groups[0]["total_lag"] == RECORDS - 100
+    assert "billing" in http.get("/groups").text
+
+    assert http.get("/api/reassignments").json()["reassignments"] == []
+    assert "No reassignment in progress" in http.get("/reassignments").text
+
+    timeline = http.get("/api/timeline", params={"topic": "orders", "partition": "0"}).json()
+    assert timeline["total"] > 0 and len(timeline["logs"]) == 3
+    assert all((e["topic"], e["partition"]) == ("orders", 0) for e in timeline["entries"]), (
+        timeline["entries"]
+    )
+    assert any(e["event"] == "become-leader" for e in timeline["entries"])
+    everything = http.get("/api/timeline").json()["total"]
+    assert everything > timeline["total"]
+    page = http.get("/timeline", params={"topic": "orders", "partition": "0"})
+    assert page.status_code == 200 and 'name="topic" value="orders"' in page.text
+    assert "become-leader" in page.text
+
+    # Unknown things: a 404 page (or JSON) that says what is missing.
+    missing = http.get("/topics/nope/0")
+    assert missing.status_code == 404
+    assert "topic &#x27;nope&#x27; does not exist" in missing.text
+    assert 'data-src="' not in missing.text  # nothing to poll
+    assert http.get("/topics/nope").status_code == 404
+    assert http.get("/api/topics/nope/0").json() == {"error": "topic 'nope' does not exist"}
+    no_partition = http.get("/api/topics/orders/7")
+    assert no_partition.status_code == 404
+    assert "has no partition 7" in no_partition.json()["error"]
+    assert http.get("/timeline", params={"partition": "x"}).status_code == 404
+    assert http.get("/no/such/page").status_code == 404
+
+    # A dead broker: shown down, its partitions under-replicated, its last LEO kept.
+    cluster.kill(3, "KILL")
+    view = wait_until(
+        "broker 3 down with both orders partitions under-replicated",
+        lambda: (
+            (v := http.get("/api/cluster").json())
+            and {(a["kind"], a["subject"]) for a in v["alerts"]}
+            >= {
+                ("broker-down", "broker 3"),
+                ("under-replicated", "orders-0"),
+                ("under-replicated", "orders-1"),
+            }
+            and v
+        ),
+        timeout_s=20,
+    )
+    assert [b["alive"] for b in view["brokers"]] == [True, True, False]
+    [dead] = [r for r in http.get("/api/topics/orders/0").json()["replicas"] if r["broker"] == 3]
+    assert not dead["alive"] and not dead["in_isr"]
+    assert dead["log_end_offset"] == RECORDS  # from the last scrape that worked
+    assert "last seen" in (dead["error"] or "")
+
+
+def test_reassignment_rendering() -> None:
+    """The reassignment table (a real one completes faster than a poll can catch it)."""
+    html = render.reassignments_fragment(
+        ReassignmentsView(
+            [Reassignment("orders", 0, [1, 2, 3], [2, 3, 4], [1, 2, 3, 4], [4], [1])],
+            True,
+            [],
+            time.time(),
+        )
+    )
+    assert 'data-tp="orders-0"' in html
+    assert "<td>4</td><td>1</td>" in html  # adding, removing
+    assert "3/3 target replicas in ISR" in html
+    assert "--zookeeper" in render.reassignments_fragment(ReassignmentsView([], False, [], 0.0))
+
+
+def test_bad_input_is_one_clear_line(cluster_factory: ClusterFactory, tmp_path: Path) -> None:
+    closed = free_port()  # nobody listens there
+    line = one_error_line(run_console("--bootstrap-server", f"127.0.0.1:{closed}"))
+    assert f"cannot reach --bootstrap-server 127.0.0.1:{closed}" in line
+
+    assert "not found" in one_error_line(run_console("--data-dir", str(tmp_path)))
+    assert "--bootstrap-server" in one_error_line(run_console())
+    assert "BROKER_ID=URL" in one_error_line(
+        run_console("--bootstrap-server", "127.0.0.1:1", "--metrics-url", "nonsense")
+    )
+
+    cluster = cluster_factory(brokers=1)
+    assert cluster.zk_connect is not None
+    wrong_chroot = cluster.zk_connect.rsplit("/", 1)[0] + "/no-such-chroot"
+    line = one_error_line(
+        run_console("--bootstrap-server", cluster.bootstrap, "--zookeeper", wrong_chroot)
+    )
+    assert "wrong chroot?" in line
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        line = one_error_line(run_console("--data-dir", str(cluster.data_dir), "--port", str(port)))
+        assert f"cannot listen on 127.0.0.1:{port}" in line
+
+    # And the happy path of the same command line: it serves the cluster page.
+    with console_process("--bootstrap-server", cluster.bootstrap) as url:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            body = answer.read().decode()
+        assert 'data-broker="1"' in body
