@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import traceback
 from pathlib import Path
 
 import pytest
@@ -28,45 +27,25 @@ from confluent_kafka.admin import (
     ConfigSource,
     ResourceType,
 )
-from typer.testing import CliRunner
 
 from strandline.cli.local_cluster import LocalCluster
-from strandline.cli.main import app
 from strandline.coordination.zk_client import ZkClient
+from tests.cli.support import tool
 from tests.cluster.support import create_topic, producer, wait_until
 from tests.conftest import ClusterFactory
 
 Row = tuple[str, str, bool]  # value, source, read-only
-ENV = {"COLUMNS": "250", "NO_COLOR": "1"}  # rich never wraps a cell we parse
-RUNNER = CliRunner()
 
 
-def run(cluster: LocalCluster, *args: str) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of the command run in this process; a crash (any
-    exception but the exit) fails the test with its traceback."""
-    result = RUNNER.invoke(
-        app, ["configs", "--bootstrap-server", cluster.bootstrap, *args], env=ENV
-    )
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        assert result.exc_info is not None
-        crash = "".join(traceback.format_exception(*result.exc_info))
-        raise AssertionError(f"{args} crashed instead of reporting an error:\n{crash}")
-    return result.exit_code, result.stdout, result.stderr
+_run, _ok, _fails = tool("configs")
 
 
 def ok(cluster: LocalCluster, *args: str) -> str:
-    code, out, err = run(cluster, *args)
-    assert code == 0, f"{args}: {out}{err}"
-    return out
+    return _ok("--bootstrap-server", cluster.bootstrap, *args)
 
 
 def fails(cluster: LocalCluster, *args: str) -> str:
-    """The one-line error of a call that must exit 1."""
-    code, out, err = run(cluster, *args)
-    assert code == 1, f"{args} exited {code}: {out}{err}"
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
+    return _fails("--bootstrap-server", cluster.bootstrap, *args)
 
 
 def run_as_user(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
@@ -76,7 +55,7 @@ def run_as_user(cluster: LocalCluster, *args: str) -> subprocess.CompletedProces
         capture_output=True,
         text=True,
         timeout=90,
-        env={**os.environ, **ENV},
+        env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"},
     )
 
 

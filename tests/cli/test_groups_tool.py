@@ -13,9 +13,6 @@ from __future__ import annotations
 import re
 import struct
 import tempfile
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -24,20 +21,20 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka import errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 from kio.schema.errors import ErrorCode as E
-from typer.testing import CliRunner
 
 from strandline.cli.local_cluster import LocalCluster
 from strandline.cli.main import app
 from strandline.group.model import OffsetDeleteRequest, OffsetDeleteResponse
 from strandline.group.records import GroupMetadataKey, OffsetCommitKey, decode_key
 from strandline.types import TopicPartition
+from tests.cli.support import runner, tool
+from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
 from tests.group.conftest import Harness, make_coordinator
 from tests.groups.support import create_topic, produce
 from tests.groups.wire_groups import Address, commit, coordinator_address, fetch_offsets
 
-T = TypeVar("T")
-runner = CliRunner()
+groups, ok, fails = tool("groups")
 
 A0, A1, B0, B1 = (TopicPartition(t, p) for t in ("a", "b") for p in (0, 1))
 
@@ -142,42 +139,6 @@ def test_offset_delete_of_an_empty_groups_last_offsets_deletes_the_group() -> No
 # == the tool against a real cluster ===========================================================
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
-
-
-def groups(*args: str) -> Any:
-    result = runner.invoke(app, ["groups", *args], env={"COLUMNS": "250", "NO_COLOR": "1"})
-    # An exit (0 or 1) is the tool's answer; any other exception is a crash.
-    assert result.exception is None or isinstance(result.exception, SystemExit), (
-        f"{args} crashed: {result.exception!r}\n{result.output}"
-    )
-    return result
-
-
-def ok(*args: str) -> str:
-    result = groups(*args)
-    assert result.exit_code == 0, f"{args}: {result.output}"
-    return str(result.stdout)
-
-
-def fails(*args: str) -> str:
-    """The one error line of a call that must exit 1."""
-    result = groups(*args)
-    assert result.exit_code == 1, f"{args} exited {result.exit_code}: {result.output}"
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: "), lines[0]
-    return lines[0]
-
-
 def table(output: str) -> list[list[str]]:
     """The cells of every table row in `output` (borders stripped)."""
     rows = []
@@ -236,13 +197,13 @@ def test_groups_tool_against_a_cluster(cluster_factory: ClusterFactory) -> None:
     )
     try:
         consumer.subscribe([subscribed])
-        wait_for("the consumer's assignment", lambda: assigned(consumer, 2))
+        wait_until("the consumer's assignment", lambda: assigned(consumer, 2))
         run_tool_steps(cluster, first, group, empty, subscribed, old, consumer)
     finally:
         consumer.close()
 
     # The consumer left: every group is Empty now and --all-groups deletes them all.
-    wait_for(
+    wait_until(
         f"{group} to be Empty",
         lambda: "Empty" in ok("--describe", "--group", group, "--state", *bs(cluster)),
     )
@@ -372,14 +333,14 @@ def run_tool_steps(
     node, _ = coordinator_address(first, group)
     survivor = cluster.broker_address(2 if node == 1 else 1)
     cluster.kill(node, "KILL")
-    wait_for(
+    wait_until(
         "the other broker to coordinate the group",
         lambda: coordinator_address(survivor, group)[0] != node,
     )
     assert offsets_of(survivor, group) == {(subscribed, 0): 1, (subscribed, 1): 2}
     cluster.start(node)
     # Back as the preferred leader, the restarted broker loads the group from its own log.
-    wait_for(
+    wait_until(
         f"broker {node} to coordinate the group again",
         lambda: elect_preferred(cluster) and coordinator_address(survivor, group)[0] == node,
     )

@@ -13,49 +13,28 @@ import json
 import os
 import subprocess
 import sys
-import traceback
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
-from typer.testing import CliRunner
 
 from strandline.cli.local_cluster import LocalCluster
-from strandline.cli.main import app
+from tests.cli.support import tool
 from tests.cluster.support import create_topic, producer, wait_until
 from tests.conftest import ClusterFactory
-
-ENV = {"COLUMNS": "250", "NO_COLOR": "1"}  # rich never wraps a cell we parse
-RUNNER = CliRunner()
 
 Replicas = dict[tuple[int, str], dict[str, Any]]  # (broker, "topic-p") -> Kafka's entry
 
 
-def run(cluster: LocalCluster, *args: str) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr), run in this process (a CLI process start costs
-    seconds here); a crash fails the test with its traceback."""
-    result = RUNNER.invoke(
-        app, ["log-dirs", "describe", "--bootstrap-server", cluster.bootstrap, *args], env=ENV
-    )
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        assert result.exc_info is not None
-        crash = "".join(traceback.format_exception(*result.exc_info))
-        raise AssertionError(f"{args} crashed instead of reporting an error:\n{crash}")
-    return result.exit_code, result.stdout, result.stderr
+_run, _ok, _fails = tool("log-dirs", "describe")
 
 
 def ok(cluster: LocalCluster, *args: str) -> str:
-    code, out, err = run(cluster, *args)
-    assert code == 0, f"{args}: {out}{err}"
-    return out
+    return _ok("--bootstrap-server", cluster.bootstrap, *args)
 
 
 def fails(cluster: LocalCluster, *args: str) -> str:
-    code, out, err = run(cluster, *args)
-    assert code == 1, f"{args} exited {code}: {out}{err}"
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
+    return _fails("--bootstrap-server", cluster.bootstrap, *args)
 
 
 def described(cluster: LocalCluster, *args: str) -> tuple[dict[str, Any], Replicas]:
@@ -177,7 +156,7 @@ def test_log_dirs_sizes_replicas_and_filters(cluster_factory: ClusterFactory) ->
         capture_output=True,
         text=True,
         timeout=90,
-        env={**os.environ, **ENV},
+        env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"},
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().startswith("error: cannot reach 127.0.0.1:1"), done.stderr

@@ -12,57 +12,20 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from typer.testing import CliRunner
 
 from strandline.cli.admin import _metadata
-from strandline.cli.main import app
+from tests.cli.support import tool
+from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
 
-T = TypeVar("T")
-runner = CliRunner()
+reassign, ok, fails = tool("reassign")
 TOPIC = "stuck"
 RECORDS = 50
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
-
-
-def reassign(*args: str) -> Any:
-    result = runner.invoke(app, ["reassign", *args], env={"COLUMNS": "200", "NO_COLOR": "1"})
-    assert result.exception is None or isinstance(result.exception, SystemExit), (
-        f"{args} crashed: {result.exception!r}\n{result.output}"
-    )
-    return result
-
-
-def ok(*args: str) -> str:
-    result = reassign(*args)
-    assert result.exit_code == 0, f"{args}: {result.output}"
-    return str(result.stdout)
-
-
-def fails(*args: str) -> str:
-    """The one error line of a call that must exit 1."""
-    result = reassign(*args)
-    assert result.exit_code == 1, f"{args} exited {result.exit_code}: {result.output}"
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 def listed(bootstrap: str) -> list[list[str]]:
@@ -136,7 +99,7 @@ def test_list_and_cancel_a_reassignment_stuck_on_a_paused_broker(
         assert listed(bootstrap) == [moving]
         assert "is in progress" in ok("--verify", *f, *b)
         # Still moving once the frozen broker's session is gone and it counts as dead.
-        wait_for(
+        wait_until(
             f"broker {paused} to leave the cluster", lambda: paused not in live_brokers(bootstrap)
         )
         assert listed(bootstrap) == [moving]
@@ -148,7 +111,7 @@ def test_list_and_cancel_a_reassignment_stuck_on_a_paused_broker(
     finally:
         cluster.kill(paused, "CONT")
 
-    wait_for(
+    wait_until(
         "the revert to complete",
         lambda: listed(bootstrap) == [] and replicas(bootstrap) == [paused],
     )
