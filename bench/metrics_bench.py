@@ -6,7 +6,9 @@
    Prometheus' usual 15 s) ÷ metrics off (`metrics.port=0`): one broker each, rounds
    alternating on/off so a busy machine weighs on both alike; the median of each;
 2. the time to scrape `/metrics` of a broker hosting 1,000 partitions (median, p99 and
-   the body size), scraped from another process over TCP as Prometheus would.
+   the body size), scraped from another process over TCP as Prometheus would;
+3. the web console's page load times against that same broker (`strandline console
+   --data-dir`, each page fetched whole over HTTP, median of 10).
 
 Prints a rich table and one `BENCH_JSON {...}` line. Figures are printed, never asserted.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -88,13 +91,44 @@ def scrape_times(partitions: int, scrapes: int) -> dict[str, float]:
             body = _fetch(url)
             times.append((time.perf_counter() - started) * 1000)
         times.sort()
+        pages = console_page_times(cluster)
         return {
+            **pages,
             "partitions": partitions,
             "scrape_ms_median": round(statistics.median(times), 1),
             "scrape_ms_p99": round(times[min(len(times) - 1, int(len(times) * 0.99))], 1),
             "body_kib": round(len(body) / 1024, 1),
             "log_size_series": body.count(b"\nkafka_log_log_size{"),
         }
+
+
+def console_page_times(cluster: LocalCluster, loads: int = 10) -> dict[str, float]:
+    console = subprocess.Popen(
+        [sys.executable, "-m", "strandline", "console", "--data-dir", str(cluster.data_dir),
+         "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert console.stdout is not None
+        banner = console.stdout.readline()  # "Strandline console on http://host:port/ (...)"
+        base = banner.split(" on ", 1)[1].split(" ", 1)[0].rstrip("/")
+        out = {}
+        for name, path in (
+            ("cluster", "/"),
+            ("topics", "/topics"),
+            ("partition", "/topics/wide/0"),
+        ):
+            times = []
+            for _ in range(loads):
+                started = time.perf_counter()
+                _fetch(base + path)
+                times.append((time.perf_counter() - started) * 1000)
+            out[f"console_{name}_page_ms_median"] = round(statistics.median(times), 1)
+        return out
+    finally:
+        console.terminate()
+        console.wait(10)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     table.add_row("scrape, 1,000 partitions: median ms", f"{scrape['scrape_ms_median']}")
     table.add_row("scrape, 1,000 partitions: p99 ms", f"{scrape['scrape_ms_p99']}")
     table.add_row("scrape body KiB", f"{scrape['body_kib']}")
+    for page in ("cluster", "topics", "partition"):
+        table.add_row(
+            f"console {page} page, 1,000 partitions: median ms",
+            f"{scrape[f'console_{page}_page_ms_median']}",
+        )
     Console().print(table)
     print("BENCH_JSON " + json.dumps({"rounds": rounds, "count": count, "results": results}))
     return 0

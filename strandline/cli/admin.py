@@ -47,6 +47,18 @@ console = Console()
 err_console = Console(stderr=True)
 
 BOOTSTRAP = typer.Option(..., "--bootstrap-server", help="host:port[,host:port] of any broker")
+COMMAND_CONFIG = typer.Option(  # Kafka's flag; read and checked (PLAINTEXT only until TLS/SASL)
+    None, "--command-config", help="Client properties file"
+)
+
+
+def _check_command_config(path: Path | None, tool: str) -> None:
+    from strandline.cli.configs import ConfigToolError, client_settings
+
+    try:
+        client_settings(path, tool)
+    except ConfigToolError as e:
+        raise _fail(str(e)) from e
 
 
 class ToolError(RuntimeError):
@@ -382,8 +394,10 @@ def reassign(
     throttle: int | None = typer.Option(
         None, "--throttle", min=1, help="Replication bytes/s while moving (--execute)"
     ),
+    command_config: Path | None = COMMAND_CONFIG,
 ) -> None:
     """Move partitions to new replicas (kafka-reassign-partitions.sh)."""
+    _check_command_config(command_config, "strandline-reassign")
     chosen = [
         flag
         for flag, on in zip(
@@ -501,9 +515,11 @@ def elect(
     topic: str | None = typer.Option(None, "--topic"),
     partition: int | None = typer.Option(None, "--partition"),
     all_topic_partitions: bool = typer.Option(False, "--all-topic-partitions"),
+    command_config: Path | None = COMMAND_CONFIG,
 ) -> None:
     """Elect leaders: preferred replicas or, for offline partitions, unclean
     (kafka-leader-election.sh)."""
+    _check_command_config(command_config, "strandline-elect")
     if election_type not in ELECTION_TYPES:
         raise _fail("--election-type must be preferred or unclean")
     if all_topic_partitions == (topic is not None):
@@ -577,12 +593,14 @@ def verify_replicas(
     offline: bool = typer.Option(
         False, "--offline", help="Take HWs from checkpoint files, not from the running cluster"
     ),
+    command_config: Path | None = COMMAND_CONFIG,
 ) -> None:
     """Check that every replica holds identical bytes below the high watermark
     (kafka-replica-verification.sh): over the network with --bootstrap-server, or from a
     local cluster's segment files with --data-dir."""
     if (data_dir is None) == (bootstrap_server is None):
         raise _fail("give exactly one of --data-dir, --bootstrap-server")
+    _check_command_config(command_config, "strandline-replica-verification")
     if bootstrap_server is not None:
         from strandline.client.replica_verification import VerificationError, verify
 

@@ -14,6 +14,7 @@ import uvicorn
 from rich.console import Console
 from rich.markup import escape
 
+from strandline.cli.topics import TopicToolError, read_command_config
 from strandline.console.app import create_app
 from strandline.console.gather import Gatherer
 from strandline.console.sources import ConsoleError, parse_metrics_urls, resolve
@@ -57,6 +58,9 @@ def console(
     metrics_url: list[str] = typer.Option(  # noqa: B008 - typer's idiom
         [], "--metrics-url", help="BROKER_ID=URL of a broker's /metrics (repeatable)"
     ),
+    command_config: Path | None = typer.Option(  # noqa: B008 - typer's idiom
+        None, "--command-config", help="Client properties file (security settings)"
+    ),
     port: int = typer.Option(8080, "--port", help="Port to serve on (0: any free one)"),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to serve on"),
 ) -> None:
@@ -64,6 +68,10 @@ def console(
     gatherer: Gatherer | None = None
     try:
         sources = resolve(bootstrap_server, zookeeper, data_dir, parse_metrics_urls(metrics_url))
+        try:
+            sources.client_config.update(read_command_config(command_config))
+        except TopicToolError as exc:
+            raise ConsoleError(str(exc)) from exc
         gatherer = Gatherer(sources).start()
         sock = _listen(host, port)
     except ConsoleError as exc:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
+
+# typer 0.29 vendors click; its UsageError is only reachable here (typer is pinned).
+from typer._click.exceptions import UsageError
 
 from strandline.cli import (
     admin,
@@ -46,7 +51,17 @@ app.add_typer(perf.app, name="perf")
 
 
 def main() -> None:
-    app()
+    """The command line. A bad flag or a missing argument is one line, as Kafka's tools
+    print it, not a usage box; --help still shows the whole usage."""
+    try:
+        code = app(standalone_mode=False)
+    except UsageError as e:
+        command = e.ctx.command_path if e.ctx is not None else "strandline"
+        print(f"error: {e.format_message()} (see {command} --help)", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

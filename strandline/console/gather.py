@@ -230,18 +230,18 @@ class Gatherer:
 
     def __init__(self, sources: Sources) -> None:
         self.sources = sources
+        settings: dict[str, str | int | float | bool] = {
+            "bootstrap.servers": sources.bootstrap,
+            "client.id": "strandline-console",
+            # librdkafka would print every refused connection to a dead broker on
+            # stderr, once a second; the pages say which sources failed.
+            "log_level": 0,
+            # Fresh metadata on every page: a dead broker must show as dead.
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+        settings.update(sources.client_config)
         try:
-            self.admin = AdminClient(
-                {
-                    "bootstrap.servers": sources.bootstrap,
-                    "client.id": "strandline-console",
-                    # librdkafka would print every refused connection to a dead broker
-                    # on stderr, once a second; the pages say which sources failed.
-                    "log_level": 0,
-                    # Fresh metadata on every page: a dead broker must show as dead.
-                    "topic.metadata.refresh.interval.ms": 1000,
-                }
-            )
+            self.admin = AdminClient(settings)
         except KafkaException as exc:
             raise ConsoleError(f"bad --bootstrap-server {sources.bootstrap!r}: {exc}") from exc
         self.zk: ZkClient | None = None

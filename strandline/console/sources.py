@@ -31,6 +31,8 @@ class Sources:
     metrics_urls: dict[int, str] = field(default_factory=dict)
     # Broker ids cluster.json lists: a broker missing from ZooKeeper is "down", not unknown.
     known_brokers: tuple[int, ...] = ()
+    # --command-config: librdkafka spells the client keys as Kafka's Java client does.
+    client_config: dict[str, str] = field(default_factory=dict)
 
 
 def parse_metrics_urls(values: list[str]) -> dict[int, str]:
