@@ -105,3 +105,15 @@ class NotControllerError(KafkaError):
 
 class InvalidReplicaAssignmentError(KafkaError):
     code = ErrorCode.invalid_replica_assignment
+
+
+class TopicAuthorizationFailedError(KafkaError):
+    code = ErrorCode.topic_authorization_failed
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    code = ErrorCode.group_authorization_failed
+
+
+class ClusterAuthorizationFailedError(KafkaError):
+    code = ErrorCode.cluster_authorization_failed

@@ -62,7 +62,8 @@ ClusterFactory = Callable[..., "LocalCluster"]
 def cluster_factory(
     zookeeper: ZooKeeperServer, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[ClusterFactory]:
-    """`cluster_factory(brokers=1, **overrides)` -> a started LocalCluster.
+    """`cluster_factory(brokers=1, security="plaintext", **overrides)` -> a started
+    LocalCluster (`security`: ssl, sasl_plaintext or sasl_ssl, see `LocalCluster.up`).
 
     Overrides are server.properties keys with dots spelled as underscores
     (`min_insync_replicas=2`) or passed verbatim via `config={"min.insync.replicas": "2"}`.
@@ -74,7 +75,11 @@ def cluster_factory(
     clusters: list[LocalCluster] = []
 
     def make(
-        brokers: int = 1, config: dict[str, str] | None = None, **overrides: Any
+        brokers: int = 1,
+        config: dict[str, str] | None = None,
+        *,
+        security: str = "plaintext",
+        **overrides: Any,
     ) -> LocalCluster:
         # A short session lets a killed broker's znode vanish quickly (the session
         # ZooKeeper clamps timeouts to [200, 4000] ms).
@@ -84,7 +89,7 @@ def cluster_factory(
         cluster = LocalCluster(tmp_path / f"cluster-{len(clusters)}")
         clusters.append(cluster)
         chroot = f"{zookeeper.connect_string}/c-{uuid.uuid4().hex[:12]}"
-        cluster.up(brokers, settings, zk_connect=chroot)
+        cluster.up(brokers, settings, zk_connect=chroot, security=security)
         return cluster
 
     yield make

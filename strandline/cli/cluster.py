@@ -56,6 +56,12 @@ def up(
         min=8,
         help="Put each broker's log dir on a tmpfs of this size (for `cluster fill-disk`)",
     ),
+    security: str = typer.Option(
+        "plaintext",
+        "--security",
+        help="plaintext, ssl, sasl_plaintext or sasl_ssl: TLS and/or SASL on the listener, "
+        "ACLs on, an admin super user in DIR/client.properties",
+    ),
 ) -> None:
     """Start ZooKeeper and N brokers in the background; print the bootstrap servers."""
     if zookeeper_nodes not in (1, 3):
@@ -68,8 +74,9 @@ def up(
             zookeeper_nodes=zookeeper_nodes,
             netns=netns,
             disk_limit_mb=disk_limit_mb,
+            security=security,
         )
-    except (ClusterError, OSError, RuntimeError) as exc:
+    except (ClusterError, OSError, RuntimeError, ValueError) as exc:
         raise _fail(exc) from exc
     print(cluster.bootstrap)
 

@@ -10,17 +10,36 @@ cannot name the cluster-wide broker default (a BROKER resource with an empty nam
 `--entity-default` needs. As Kafka's AdminClient does, a broker id's configs are asked
 of that broker; topics and the broker default of any broker. `AdminSession` is shared
 with `strandline log-dirs`.
+
+Users' SCRAM credentials (DescribeUserScramCredentials, AlterUserScramCredentials) go
+through confluent-kafka's AdminClient, which salts the password on the client side, so
+the password never reaches the broker; `--command-config` is handed to it as is, so
+its security keys (security.protocol, sasl.*, ssl.*) work there:
+
+    strandline configs --bootstrap-server H:P --entity-type users --entity-name alice \\
+        --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+    strandline configs --bootstrap-server H:P --entity-type users --describe
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialAlteration,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from kio.schema.errors import ErrorCode
 from rich.console import Console
 from rich.markup import escape
@@ -29,6 +48,7 @@ from rich.table import Table
 from strandline.cli.topics import TopicToolError, read_command_config
 from strandline.client.connection import KafkaConnection, KafkaConnectionError
 from strandline.protocol.messages import build, request_module
+from strandline.security.scram import SCRAM_MECHANISMS, check_iterations
 
 console = Console()
 err_console = Console(stderr=True)
@@ -456,10 +476,12 @@ def resolve_entity(
         _flag, kind, name = shorthands[0]
     else:
         if entity_type is None:
-            raise ConfigToolError("give --entity-type topics|brokers (or --topic / --broker)")
+            raise ConfigToolError("give --entity-type topics|brokers|users (or --topic / --broker)")
         kind = entity_type.strip().lower()
-        if kind not in ("topics", "brokers"):
-            raise ConfigToolError(f"--entity-type must be topics or brokers, not {entity_type!r}")
+        if kind not in ("topics", "brokers", "users"):
+            raise ConfigToolError(
+                f"--entity-type must be topics, brokers or users, not {entity_type!r}"
+            )
         if entity_name is not None and entity_default:
             raise ConfigToolError("give --entity-name or --entity-default, not both")
         if entity_default and kind != "brokers":
@@ -467,6 +489,8 @@ def resolve_entity(
         name = "" if entity_default else entity_name
     if name is not None and kind == "topics" and not name.strip():
         raise ConfigToolError("the topic name is empty")
+    if name is not None and kind == "users" and not name.strip():
+        raise ConfigToolError("the user name is empty")
     if name and kind == "brokers" and not name.strip().isdigit():
         raise ConfigToolError(f"a broker is named by its id, not {name!r}")
     return kind, name.strip() if name is not None else None
@@ -507,6 +531,176 @@ async def run_alter(
         console.print(f"Completed updating config for {escape(what)}.")
 
 
+# --- users: SCRAM credentials ------------------------------------------------------
+
+DEFAULT_SCRAM_ITERATIONS = 4096  # kafka-configs.sh's, when a credential names none
+# kafka-configs.sh's credential syntax: the password runs to the end, commas included.
+_SCRAM_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
+_CK_MECHANISMS = {
+    "SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
+    "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512,
+}
+
+
+@dataclass(frozen=True)
+class ScramUpsert:
+    mechanism: str
+    iterations: int
+    password: str
+
+
+def parse_scram_alterations(
+    add: dict[str, str], delete: list[str]
+) -> tuple[list[ScramUpsert], list[str]]:
+    """`SCRAM-SHA-256=[iterations=8192,password=x]` and deleted mechanism names; only
+    SCRAM credentials are user configs here (no user quotas)."""
+    unexpected = [k for k in (*add, *delete) if k not in SCRAM_MECHANISMS]
+    if unexpected:
+        raise ConfigToolError(
+            f"only SCRAM credential configs ({', '.join(SCRAM_MECHANISMS)}) can be altered "
+            f"for users; unexpected: {', '.join(unexpected)}"
+        )
+    upserts = []
+    for mechanism, value in add.items():
+        match = _SCRAM_CREDENTIAL.fullmatch(value)
+        if match is None or not match[2]:
+            # Never echo the value: it holds the password.
+            raise ConfigToolError(
+                f"{mechanism}: expected [iterations=N,]password=PASSWORD, e.g. "
+                f"{mechanism}=[iterations=8192,password=secret]"
+            )
+        text = match[1]
+        try:
+            iterations = DEFAULT_SCRAM_ITERATIONS if text in (None, "-1") else int(text)
+        except ValueError:
+            raise ConfigToolError(f"{mechanism}: iterations= needs a number") from None
+        try:
+            check_iterations(SCRAM_MECHANISMS[mechanism], iterations)
+        except ValueError as e:
+            raise ConfigToolError(str(e)) from None
+        upserts.append(ScramUpsert(mechanism, iterations, match[2]))
+    return upserts, delete
+
+
+class ScramUsers:
+    """The two user-credential operations, through confluent-kafka's AdminClient."""
+
+    def __init__(self, bootstrap: str, command_config: Path | None) -> None:
+        try:
+            props = read_command_config(command_config)
+        except TopicToolError as e:
+            raise ConfigToolError(str(e)) from e
+        # The tool's own timeout, not a librdkafka admin property.
+        try:
+            self.timeout_s = int(props.pop("request.timeout.ms", DEFAULT_TIMEOUT_S * 1000)) / 1000
+        except ValueError as e:
+            raise ConfigToolError("request.timeout.ms must be a number of milliseconds") from e
+        props.setdefault("client.id", "strandline-configs")
+        try:
+            self.admin = AdminClient({"bootstrap.servers": bootstrap, **props})
+        except KafkaException as e:
+            raise ConfigToolError(_admin_error(e)) from e
+
+    def describe(self, name: str | None) -> None:
+        try:
+            # One future for every user, or one per user named.
+            answer = self.admin.describe_user_scram_credentials(
+                None if name is None else [name], request_timeout=self.timeout_s
+            )
+            if isinstance(answer, dict):
+                descriptions = [f.result(self.timeout_s) for f in answer.values()]
+            else:
+                found = answer.result(self.timeout_s)
+                descriptions = [found[user] for user in sorted(found)]
+        except KafkaException as e:
+            error = _kafka_error(e)
+            if name is not None and error is not None and error.code() == 91:
+                # RESOURCE_NOT_FOUND: kafka-configs.sh prints nothing; we say so.
+                console.print(f"No SCRAM credentials for user-principal {escape(repr(name))}.")
+                return
+            raise ConfigToolError(_admin_error(e)) from e
+        except TimeoutError as e:
+            raise ConfigToolError(f"no answer within {self.timeout_s:g} s") from e
+        for d in descriptions:
+            infos = sorted(d.scram_credential_infos, key=lambda i: i.mechanism.value)
+            text = ", ".join(
+                f"{_mechanism_name(i.mechanism)}=iterations={i.iterations}" for i in infos
+            )
+            console.print(
+                escape(f"SCRAM credential configs for user-principal '{d.user}' are {text}"),
+                soft_wrap=True,
+            )
+
+    def alter(self, name: str, upserts: list[ScramUpsert], deletes: list[str]) -> None:
+        alterations: list[UserScramCredentialAlteration] = [
+            UserScramCredentialDeletion(name, _CK_MECHANISMS[m]) for m in deletes
+        ]
+        alterations += [
+            UserScramCredentialUpsertion(
+                name,
+                ScramCredentialInfo(_CK_MECHANISMS[u.mechanism], u.iterations),
+                u.password.encode("utf-8"),
+            )
+            for u in upserts
+        ]
+        try:
+            (future,) = self.admin.alter_user_scram_credentials(
+                alterations, request_timeout=self.timeout_s
+            ).values()
+            future.result(self.timeout_s)
+        except KafkaException as e:
+            raise ConfigToolError(f"user {name!r}: {_admin_error(e)}") from e
+        except TimeoutError as e:
+            raise ConfigToolError(f"no answer within {self.timeout_s:g} s") from e
+        console.print(f"Completed updating config for user {escape(name)}.")
+
+
+def _mechanism_name(mechanism: ScramMechanism) -> str:
+    return next((k for k, v in _CK_MECHANISMS.items() if v == mechanism), mechanism.name)
+
+
+def _kafka_error(exc: BaseException) -> KafkaError | None:
+    if exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def _admin_error(exc: KafkaException) -> str:
+    error = _kafka_error(exc)
+    if error is None:
+        return str(exc)
+    if error.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN):
+        return f"no broker answered in time ({error.str()})"
+    return f"{error.name()}: {error.str()}"
+
+
+def run_users(
+    bootstrap: str,
+    command_config: Path | None,
+    name: str | None,
+    describe_: bool,
+    add_config: str | None,
+    delete_config: str | None,
+) -> None:
+    if describe_:
+        ScramUsers(bootstrap, command_config).describe(name)
+        return
+    assert name is not None
+    try:
+        add = parse_add_config(add_config) if add_config is not None else {}
+    except ConfigToolError:
+        # Its message quotes the text, which holds passwords here.
+        raise ConfigToolError(
+            "--add-config expects SCRAM-SHA-256=[iterations=N,password=P],SCRAM-SHA-512=[...]"
+        ) from None
+    delete = parse_names(delete_config, "--delete-config") if delete_config is not None else []
+    both = sorted(set(add) & set(delete))
+    if both:
+        raise ConfigToolError(f"{', '.join(both)}: both added and deleted")
+    upserts, deletes = parse_scram_alterations(add, delete)
+    ScramUsers(bootstrap, command_config).alter(name, upserts, deletes)
+
+
 def _fail(message: str) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code=1)
@@ -518,9 +712,9 @@ def configs(
     ),
     describe_: bool = typer.Option(False, "--describe", help="Show the entity's configs"),
     alter: bool = typer.Option(False, "--alter", help="Change the entity's configs"),
-    entity_type: str | None = typer.Option(None, "--entity-type", help="topics or brokers"),
+    entity_type: str | None = typer.Option(None, "--entity-type", help="topics, brokers or users"),
     entity_name: str | None = typer.Option(
-        None, "--entity-name", help="Topic name or broker id (all of them when left out)"
+        None, "--entity-name", help="Topic, broker id or user (all of them when left out)"
     ),
     entity_default: bool = typer.Option(
         False, "--entity-default", help="The cluster-wide broker default (brokers only)"
@@ -547,7 +741,8 @@ def configs(
         None, "--command-config", help="Client properties file (client.id, request.timeout.ms)"
     ),
 ) -> None:
-    """Describe and alter topic and broker configs (kafka-configs.sh)."""
+    """Describe and alter topic and broker configs and users' SCRAM credentials
+    (kafka-configs.sh)."""
     try:
         if not bootstrap_server:
             raise ConfigToolError("--bootstrap-server is required")
@@ -566,6 +761,11 @@ def configs(
                 raise ConfigToolError("--alter needs one entity: --entity-name or --entity-default")
             if add_config is None and delete_config is None:
                 raise ConfigToolError("--alter needs --add-config and/or --delete-config")
+        if kind == "users":
+            if all_:
+                raise ConfigToolError("--all does not go with --entity-type users")
+            run_users(bootstrap_server, command_config, name, describe_, add_config, delete_config)
+            return
         add = parse_add_config(add_config) if add_config is not None else {}
         delete = parse_names(delete_config, "--delete-config") if delete_config is not None else []
         both = sorted(set(add) & set(delete))

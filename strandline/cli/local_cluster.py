@@ -25,6 +25,7 @@ nodes with nftables while clients in the root namespace still reach every node.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shlex
@@ -41,7 +42,9 @@ from kio.index import load_request_schema
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
-from strandline.client.connection import send_request
+from strandline.cli.cluster_security import ClusterSecurity, write_client_properties
+from strandline.client.connection import KafkaConnection, send_request
+from strandline.client.security import ClientSecurity
 from strandline.coordination.zk_client import ZkClient
 from strandline.coordination.zookeeper_server import (
     LOOPBACK,
@@ -58,6 +61,7 @@ from strandline.faults.netns import ClusterNetwork, NetworkError, NetworkSpec
 from strandline.types import TopicPartition
 
 CLUSTER_FILE = "cluster.json"
+CLIENT_PROPERTIES = "client.properties"
 METADATA_API_KEY = 3
 DEFAULT_SESSION_TIMEOUT_MS = 6000
 # tickTime 200 ms: ephemeral znodes of a SIGKILLed broker vanish ~session timeout later.
@@ -192,6 +196,9 @@ class LocalCluster:
         self.disk_limit_mb: int | None = None
         # Brokers taken down on purpose by kill(); others found dead died unexpectedly.
         self._expected_down: set[int] = set()
+        # `up --security`: what the brokers were given, and what a client needs.
+        self.security: ClusterSecurity | None = None
+        self.client_config: dict[str, str] = {}
 
     # --- layout ----------------------------------------------------------------------
 
@@ -213,6 +220,10 @@ class LocalCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{b.host}:{b.port}" for _, b in sorted(self.brokers.items()))
+
+    @property
+    def client_security(self) -> ClientSecurity | None:
+        return ClientSecurity.from_config(self.client_config) if self.client_config else None
 
     def broker_address(self, broker_id: int) -> tuple[str, int]:
         broker = self.brokers[broker_id]
@@ -249,6 +260,7 @@ class LocalCluster:
         zookeeper_nodes: int = 1,
         netns: bool = False,
         disk_limit_mb: int | None = None,
+        security: str = "plaintext",
     ) -> LocalCluster:
         """Start ZooKeeper (unless `zk_connect` names an external one, chroot included)
         and brokers 1..n; return once every broker answers Metadata listing itself.
@@ -257,6 +269,8 @@ class LocalCluster:
         broker and ZooKeeper server in its own network namespace (needs root, `ip`, `nft`).
         `disk_limit_mb` puts each broker's log dir on a tmpfs of that size, so that
         `fill_disk` can give one broker a really full disk (needs root).
+        `security` (ssl, sasl_plaintext, sasl_ssl) secures the listener, turns the ACL
+        authorizer on and creates an admin super user (`cluster_security.py`).
         """
         if n_brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -300,6 +314,17 @@ class LocalCluster:
                 if (broker_overrides or {}).get("metrics.port") in ("", "0"):
                     broker.metrics_port = None  # metrics asked off (the overhead bench)
                 self.brokers[broker_id] = broker
+            if security != "plaintext":
+                assert self.zk_connect is not None
+                self.security = ClusterSecurity.create(
+                    security,
+                    self.data_dir,
+                    {b: p.host for b, p in self.brokers.items()},
+                    self.zk_connect,
+                )
+                self.client_config = self.security.client_config()
+                write_client_properties(self.data_dir / CLIENT_PROPERTIES, self.client_config)
+            for broker_id, broker in self.brokers.items():
                 self._write_server_properties(broker_id, broker.port, broker_overrides or {})
                 if disk_limit_mb is not None:
                     disk.mount_limited(self.log_dir(broker_id), disk_limit_mb)
@@ -398,6 +423,10 @@ class LocalCluster:
             "strandline.logs.dir": str(broker_dir / "logs"),
             "metrics.port": str(broker.metrics_port or 0),
         }
+        if self.security is not None:
+            settings.update(
+                self.security.broker_settings(broker_id, host, port, sorted(self.brokers))
+            )
         settings.update(overrides)
         lines = [f"# written by strandline cluster up for broker {broker_id}"]
         lines += [f"{key}={value}" for key, value in settings.items()]
@@ -434,7 +463,9 @@ class LocalCluster:
                     f"{self.broker_out(broker_id)}:\n{tail(self.broker_out(broker_id))}"
                 )
             try:
-                response = answers_metadata(broker.host, broker.port, timeout=2.0)
+                response = answers_metadata(
+                    broker.host, broker.port, timeout=2.0, security=self.client_security
+                )
                 # Ready means registered: the broker lists itself (it may answer Metadata
                 # with an empty broker list while it is still registering in ZooKeeper).
                 listed = {int(b.node_id) for b in response.brokers}  # type: ignore[attr-defined]
@@ -459,7 +490,9 @@ class LocalCluster:
         while pending:
             broker_id = pending[0]
             try:
-                response = answers_metadata(*self.broker_address(broker_id), timeout=2.0)
+                response = answers_metadata(
+                    *self.broker_address(broker_id), timeout=2.0, security=self.client_security
+                )
                 listed = sorted(int(b.node_id) for b in response.brokers)  # type: ignore[attr-defined]
             except (OSError, ValueError, KeyError):
                 listed = []
@@ -616,6 +649,8 @@ class LocalCluster:
             "faults": self.faults,
             "broker_command": self.broker_command,
             "disk_limit_mb": self.disk_limit_mb,
+            # What a client needs to connect (empty: PLAINTEXT); also in client.properties.
+            "client_config": self.client_config,
         }
         path = self.data_dir / CLUSTER_FILE
         tmp = path.with_suffix(".json.tmp")
@@ -635,6 +670,7 @@ class LocalCluster:
             cluster.network = ClusterNetwork(NetworkSpec.from_json(state["network"]))
         cluster.faults = list(state.get("faults") or [])
         cluster.disk_limit_mb = state.get("disk_limit_mb")
+        cluster.client_config = dict(state.get("client_config") or {})
         zookeepers = state.get("zookeepers")
         if zookeepers is None and state.get("zookeeper", {}).get("port") is not None:
             # A file written before ensembles: one standalone server in DIR/zookeeper.
@@ -898,7 +934,7 @@ def read_cluster_status(zk: ZkClient) -> ClusterStatus:
             replicas = assignment[tp.partition]
             state = states.get(tp)
             leader = state[0].leader if state else None
-            isr = state[0].isr if state else []
+            isr = list(state[0].isr) if state else []
             partitions.append(
                 PartitionStatus(
                     tp=tp,
@@ -919,9 +955,14 @@ def read_cluster_status(zk: ZkClient) -> ClusterStatus:
     )
 
 
-def answers_metadata(host: str, port: int, timeout: float = 2.0) -> object:
+def answers_metadata(
+    host: str, port: int, timeout: float = 2.0, security: ClientSecurity | None = None
+) -> object:
     """Ask ApiVersions v0 (every Kafka broker answers it), then send Metadata at the highest
-    version both sides know; returns the Metadata response."""
+    version both sides know; returns the Metadata response. With `security`, over TLS
+    and/or after a SASL login, on one connection."""
+    if security is not None:
+        return asyncio.run(_answers_metadata_secured(host, port, timeout, security))
     versions = send_request(host, port, ApiVersionsRequest(), timeout=timeout)
     if versions.error_code != ErrorCode.none:
         raise ValueError(f"ApiVersions answered {versions.error_code!r}")
@@ -939,6 +980,18 @@ def answers_metadata(host: str, port: int, timeout: float = 2.0) -> object:
     if "include_cluster_authorized_operations" in field_names:
         kwargs["include_cluster_authorized_operations"] = False
     return send_request(host, port, request_type(**kwargs), timeout=timeout)
+
+
+async def _answers_metadata_secured(
+    host: str, port: int, timeout: float, security: ClientSecurity
+) -> object:
+    async with await KafkaConnection.open(host, port, timeout=timeout, security=security) as conn:
+        request: Any = load_request_schema(METADATA_API_KEY, 12)(
+            topics=None,  # type: ignore[call-arg]
+            allow_auto_topic_creation=False,  # type: ignore[call-arg]
+            include_topic_authorized_operations=False,  # type: ignore[call-arg]
+        )
+        return await conn.send(request, timeout=timeout)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

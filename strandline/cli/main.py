@@ -10,6 +10,7 @@ import typer
 from typer._click.exceptions import UsageError
 
 from strandline.cli import (
+    acls,
     admin,
     broker,
     chaos,
@@ -40,6 +41,7 @@ app.command("verify-replicas")(admin.verify_replicas)
 app.command("dump-log")(dump_log.dump_log)
 app.command("topics")(topics.topics)
 app.command("configs")(configs.configs)
+app.command("acls")(acls.acls)
 app.command("console")(console.console)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(groups.app, name="groups")

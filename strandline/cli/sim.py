@@ -11,6 +11,9 @@ import typer
 from rich.console import Console
 
 from strandline.replication.truncation import TruncationMode
+from strandline.sim.cluster_explore import ClusterViolation
+from strandline.sim.cluster_explore import explore as run_cluster_explore
+from strandline.sim.cluster_scenarios import CLUSTER_SCENARIOS, render_rows
 from strandline.sim.explore import explore as run_explore
 from strandline.sim.render import print_steps
 from strandline.sim.runner import run_schedule
@@ -39,6 +42,8 @@ def list_scenarios() -> None:
     """List the named scenarios."""
     for scenario in SCENARIOS.values():
         typer.echo(f"{scenario.name}: {scenario.summary}")
+    for cluster_scenario in CLUSTER_SCENARIOS.values():
+        typer.echo(f"{cluster_scenario.name} (whole cluster): {cluster_scenario.summary}")
 
 
 @app.command("scenario")
@@ -47,10 +52,15 @@ def scenario(
     truncation: TruncationOption = TruncationMode.KIP279,
     as_json: JsonOption = False,
 ) -> None:
-    """Replay a named scenario, printing every replica's log, LEO, HW and epoch cache."""
+    """Replay a named scenario, printing every replica's log, LEO, HW and epoch cache
+    (or, for the whole-cluster scenarios of seed 001, the controller's steps)."""
+    if name in CLUSTER_SCENARIOS:
+        _cluster_scenario(name, as_json)
+        return
     chosen = SCENARIOS.get(name)
     if chosen is None:
-        typer.echo(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}", err=True)
+        known = ", ".join([*SCENARIOS, *CLUSTER_SCENARIOS])
+        typer.echo(f"unknown scenario {name!r}; known: {known}", err=True)
         raise typer.Exit(2)
     config = chosen.config_for(truncation)
     result = run_schedule(config, list(chosen.events), record=True)
@@ -83,6 +93,81 @@ def scenario(
     )
 
 
+def _cluster_scenario(name: str, as_json: bool) -> None:
+    result = CLUSTER_SCENARIOS[name].run()
+    if as_json:
+        json.dump(
+            {
+                "scenario": result.name,
+                "summary": result.summary,
+                "violations": result.violations,
+                "rows": result.rows,
+            },
+            sys.stdout,
+            default=str,
+        )
+        sys.stdout.write("\n")
+        return
+    console = Console(width=max(Console().width, 160))
+    render_rows(console, result)
+
+
+def _cluster_explore(seed: int, schedules: int, steps: int, strict: bool, as_json: bool) -> None:
+    report = run_cluster_explore(schedules, seed=seed, steps=steps, shrink_violations=3)
+
+    def shown(v: ClusterViolation) -> dict[str, Any]:
+        return {
+            "seed": v.schedule_seed,
+            "config": {k: str(x) for k, x in dataclasses.asdict(v.config).items()},
+            "violations": v.violations,
+            "original_length": len(v.schedule),
+            "shrunk": [e.describe() for e in v.shrunk],
+            "shrunk_violations": v.shrunk_violations,
+        }
+
+    if as_json:
+        json.dump(
+            {
+                "schedules": report.schedules,
+                "seed": seed,
+                "steps_per_schedule": steps,
+                "violating_schedules": report.violating_schedules,
+                "violations": [shown(v) for v in report.violations[:3]],
+                "stuck_schedules": report.stuck,
+                "stuck_after_lost_request": report.stuck_after_lost_request,
+                "elapsed_s": round(report.elapsed_s, 3),
+                "schedules_per_minute": round(report.schedules_per_minute),
+            },
+            sys.stdout,
+        )
+        sys.stdout.write("\n")
+    else:
+        console = Console()
+        console.print(
+            f"explored {report.schedules} whole-cluster schedules (3 brokers, {steps} events, "
+            f"seeds {seed}..{seed + schedules - 1}) in {report.elapsed_s:.1f} s = "
+            f"{report.schedules_per_minute:,.0f} schedules/min"
+        )
+        console.print(f"violating schedules: {report.violating_schedules}")
+        console.print(f"schedules that never became quiescent at settle (liveness): {report.stuck}")
+        console.print(
+            "  and after a controller request lost for good (Kafka's channel resends "
+            f"instead): {report.stuck_after_lost_request}"
+        )
+        for v in report.violations[:3]:
+            console.print(
+                f"\nseed {v.schedule_seed}: {v.violations[0]}\nshrunk from "
+                f"{len(v.schedule)} to {len(v.shrunk)} events:",
+                markup=False,
+            )
+            for index, event in enumerate(v.shrunk, start=1):
+                console.print(f"  {index}. {event.describe()}", markup=False)
+            for problem in v.shrunk_violations:
+                console.print(f"VIOLATION {problem}", markup=False, style="bold red")
+    if strict and report.violating_schedules:
+        raise typer.Exit(1)
+
+
 @app.command("explore")
 def explore(
     seed: Annotated[int, typer.Option(help="Schedule i uses seed S + i.")] = 0,
@@ -92,8 +177,19 @@ def explore(
     steps: Annotated[int, typer.Option(help="Events per schedule.")] = 50,
     strict: Annotated[bool, typer.Option(help="Exit 1 when a violation is found.")] = False,
     as_json: JsonOption = False,
+    cluster: Annotated[
+        bool,
+        typer.Option(
+            "--cluster",
+            help="Whole-cluster schedules (brokers, ZooKeeper, controller); --steps "
+            "defaults to 60 there.",
+        ),
+    ] = False,
 ) -> None:
     """Run random fault schedules, check the invariants after every step, shrink a failure."""
+    if cluster:
+        _cluster_explore(seed, schedules, 60 if steps == 50 else steps, strict, as_json)
+        return
     report = run_explore(seed, schedules, truncation, replicas=replicas, steps=steps)
     first = report.first
     replay = None

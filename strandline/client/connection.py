@@ -15,6 +15,7 @@ from typing import Any
 
 from kio.serial import entity_reader
 
+from strandline.client.security import ClientSecurity, SaslAuthenticationError, sasl_login
 from strandline.protocol.codec import encode_request, response_type
 
 _SIZE = struct.Struct(">i")
@@ -24,6 +25,10 @@ PRODUCE_API_KEY = 0
 
 class KafkaConnectionError(ConnectionError):
     """The connection failed or closed before a response arrived."""
+
+
+class SaslError(KafkaConnectionError, SaslAuthenticationError):
+    """The broker refused our SASL login (wrong password, unknown mechanism)."""
 
 
 def response_type_for(request: Any) -> type[Any]:
@@ -78,12 +83,45 @@ class KafkaConnection:
         port: int,
         client_id: str | None = "strandline",
         timeout: float = 10.0,
+        security: ClientSecurity | None = None,
     ) -> KafkaConnection:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        """Connect; with `security`, over TLS and/or logged in with SASL first."""
+        context = None if security is None else security.ssl_context
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                host,
+                port,
+                ssl=context,
+                server_hostname=host
+                if context is not None and security and security.check_hostname
+                else None,
+            ),
+            timeout,
+        )
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(reader, writer, client_id)
+        conn = cls(reader, writer, client_id)
+        if security is not None and security.sasl_mechanism is not None:
+            try:
+                await asyncio.wait_for(conn._authenticate(security), timeout)
+            except BaseException:
+                await conn.close()
+                raise
+        return conn
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """Drive the shared SASL exchange (`security.sasl_login`) over this connection."""
+        login = sasl_login(security)
+        request = next(login)
+        while True:
+            response = await self.send(request)
+            try:
+                request = login.send(response)
+            except StopIteration:
+                return
+            except SaslAuthenticationError as exc:
+                raise SaslError(str(exc)) from exc
 
     @property
     def closed(self) -> bool:

@@ -29,7 +29,7 @@ ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaReq
 OnAnswer = Callable[[ErrorCode], None]
 
 
-class BrokerEndpoint(Protocol):
+class LocalBroker(Protocol):
     """What a broker exposes to the controller (locally: the broker itself)."""
 
     async def apply_controller_request(self, request: ControllerRequest) -> object: ...
@@ -45,7 +45,7 @@ class RemoteSender(Protocol):
 
 class ControllerChannel:
     def __init__(
-        self, local_broker_id: int, local: BrokerEndpoint, remote: RemoteSender | None
+        self, local_broker_id: int, local: LocalBroker, remote: RemoteSender | None
     ) -> None:
         self.local_broker_id = local_broker_id
         self.local = local

@@ -9,32 +9,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from strandline.coordination.znodes import BrokerRegistration, LeaderAndIsr
 from strandline.types import TopicPartition
 
 
 @dataclass(frozen=True)
-class LiveBroker:
-    broker_id: int
-    host: str
-    port: int
-    rack: str | None
-    broker_epoch: int  # czxid of /brokers/ids/<id> (KIP-380)
+class Reassignment:
+    """One partition's reassignment in progress: OAR -> RAR."""
 
+    tp: TopicPartition
+    original: tuple[int, ...]  # OAR
+    target: tuple[int, ...]  # RAR
 
-@dataclass(frozen=True)
-class LeaderIsr:
-    """The content of /brokers/topics/<t>/partitions/<p>/state plus its zkVersion."""
+    @property
+    def adding(self) -> tuple[int, ...]:
+        """RAR - OAR: the replicas being created."""
+        return tuple(r for r in self.target if r not in self.original)
 
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    zk_version: int = 0
+    @property
+    def removing(self) -> tuple[int, ...]:
+        """OAR - RAR: the replicas to stop and delete at the end."""
+        return tuple(r for r in self.original if r not in self.target)
 
-    def with_leader(self, leader: int, isr: tuple[int, ...], controller_epoch: int) -> LeaderIsr:
-        """A new leadership decision: every change of leader or ISR by the controller
-        bumps the leader epoch, so brokers can tell newer decisions from older ones."""
-        return LeaderIsr(leader, self.leader_epoch + 1, isr, controller_epoch, self.zk_version)
+    @property
+    def all_replicas(self) -> tuple[int, ...]:
+        """AR while the reassignment runs: OAR + (RAR - OAR), original order first so
+        the preferred replica does not change until the move completes."""
+        return self.original + self.adding
 
 
 NO_LEADER = -1
@@ -45,9 +46,9 @@ class ControllerContext:
     broker_id: int
     epoch: int = 0
     epoch_zk_version: int = -1
-    live_brokers: dict[int, LiveBroker] = field(default_factory=dict)
+    live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
-    partition_states: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
+    partition_states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
     # Topics being deleted (Kafka's TopicDeletionManager): per topic and broker, the
     # replicas whose StopReplica(delete=true) has not been answered with success yet.
@@ -57,6 +58,11 @@ class ControllerContext:
         default_factory=dict
     )
     shutting_down_brokers: set[int] = field(default_factory=set)
+    # Reassignments in progress (Kafka's partitionsBeingReassigned); rebuilt from
+    # /admin/reassign_partitions after a failover.
+    reassignments: dict[TopicPartition, Reassignment] = field(default_factory=dict)
+    # (topic, broker) whose StopReplica(delete=true) awaits its answer.
+    deletions_in_flight: set[tuple[str, int]] = field(default_factory=set)
 
     @property
     def live_broker_ids(self) -> set[int]:

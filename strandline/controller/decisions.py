@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from strandline.controller.context import NO_LEADER, ControllerContext, LeaderIsr
+from strandline.controller.context import NO_LEADER, ControllerContext
+from strandline.coordination.znodes import LeaderAndIsr
 from strandline.protocol.controller_requests import PartitionState
 from strandline.types import TopicPartition
 
@@ -20,7 +21,7 @@ from strandline.types import TopicPartition
 @dataclass(frozen=True)
 class Election:
     tp: TopicPartition
-    state: LeaderIsr
+    state: LeaderAndIsr
     create: bool = False  # a brand-new state znode rather than a conditional update
     unclean: bool = False
     reason: str = ""
@@ -38,7 +39,7 @@ def elect_new_partitions(ctx: ControllerContext, tps: Iterable[TopicPartition]) 
         replicas = [r for r in ctx.assignments[tp] if r in live]
         if not replicas:
             continue  # stays NewPartition until a replica's broker is up
-        state = LeaderIsr(replicas[0], 0, tuple(replicas), ctx.epoch, zk_version=-1)
+        state = LeaderAndIsr(replicas[0], 0, tuple(replicas), ctx.epoch, zk_version=-1)
         elections.append(Election(tp, state, create=True, reason="new partition"))
     return elections
 

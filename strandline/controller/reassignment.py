@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from strandline.controller.context import NO_LEADER, ControllerContext
+from strandline.controller.context import NO_LEADER, ControllerContext, Reassignment
 from strandline.controller.decisions import Election
 from strandline.errors import KafkaError, UnknownTopicOrPartitionError
 from strandline.types import TopicPartition
@@ -30,31 +30,6 @@ from strandline.types import TopicPartition
 
 class InvalidReplicaAssignmentError(KafkaError):
     code = ErrorCode.invalid_replica_assignment
-
-
-@dataclass(frozen=True)
-class Reassignment:
-    """One partition's reassignment in progress: OAR -> RAR."""
-
-    tp: TopicPartition
-    original: tuple[int, ...]  # OAR
-    target: tuple[int, ...]  # RAR
-
-    @property
-    def adding(self) -> tuple[int, ...]:
-        """RAR - OAR: the replicas being created."""
-        return tuple(r for r in self.target if r not in self.original)
-
-    @property
-    def removing(self) -> tuple[int, ...]:
-        """OAR - RAR: the replicas to stop and delete at the end."""
-        return tuple(r for r in self.original if r not in self.target)
-
-    @property
-    def all_replicas(self) -> tuple[int, ...]:
-        """AR while the reassignment runs: OAR + (RAR - OAR), original order first so
-        the preferred replica does not change until the move completes."""
-        return self.original + self.adding
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from kio.schema.errors import ErrorCode
 
 from strandline.client.connection import KafkaConnection
+from strandline.client.security import ClientSecurity
 from strandline.controller.channel import ControllerRequest, OnAnswer
 from strandline.protocol import controller_messages as cm
 from strandline.protocol.controller_requests import (
@@ -55,9 +56,15 @@ def answer_error(request: ControllerRequest, response: object) -> ErrorCode:
 
 
 class BrokerRequestSender:
-    def __init__(self, controller_id: int, endpoint_of: Callable[[int], Endpoint | None]) -> None:
+    def __init__(
+        self,
+        controller_id: int,
+        endpoint_of: Callable[[int], Endpoint | None],
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.controller_id = controller_id
         self.endpoint_of = endpoint_of
+        self.security = security
         self._queues: dict[int, asyncio.Queue[tuple[ControllerRequest, OnAnswer | None]]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
@@ -97,7 +104,9 @@ class BrokerRequestSender:
                     try:
                         if conn is None or conn.closed:
                             conn = await KafkaConnection.open(
-                                *endpoint, client_id=f"controller-{self.controller_id}"
+                                *endpoint,
+                                client_id=f"controller-{self.controller_id}",
+                                security=self.security,
                             )
                         response = await conn.send(wire, timeout=REQUEST_TIMEOUT_S)
                         if on_answer is not None:

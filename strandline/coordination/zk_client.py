@@ -10,9 +10,10 @@ tools and the controller's executor; each is one or a few ZooKeeper round trips.
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -21,18 +22,28 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    RolledBackError,
 )
 from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from strandline.coordination import znodes
+from strandline.coordination import acl_znodes, znodes
 from strandline.coordination.errors import (
     BrokerIdInUseError,
     ControllerMovedError,
     TopicExistsError,
     ZkVersionConflictError,
 )
+from strandline.coordination.zk_ops import CreateWrite, SetWrite, ZkWrite
 from strandline.coordination.znodes import Assignment, BrokerRegistration, LeaderAndIsr
+from strandline.security.acl import AccessControlEntry, ResourcePattern, ResourceType
+from strandline.storage.producer_state import (
+    LATEST_PRODUCER_ID_BLOCK_ZNODE,
+    ProducerIdBlock,
+    decode_producer_id_block,
+    encode_producer_id_block,
+    producer_id_block,
+)
 from strandline.types import TopicPartition
 
 
@@ -137,6 +148,7 @@ class ZkClient:
         rack: str | None = None,
         endpoints: Iterable[str] = (),
         stale_wait_s: float | None = None,
+        security_protocols: Mapping[str, str] | None = None,
     ) -> int:
         """Create the ephemeral /brokers/ids/<id>; returns the broker epoch (its czxid).
 
@@ -152,6 +164,7 @@ class ZkClient:
             rack=rack,
             endpoints=tuple(endpoints),
             timestamp_ms=_now_ms(),
+            security_protocols=tuple(sorted((security_protocols or {}).items())),
         )
         data = znodes.encode_broker_registration(reg)
         path = znodes.broker_path(broker_id)
@@ -290,6 +303,82 @@ class ZkClient:
                 self.kazoo.create(path, data, makepath=True)
             except NodeExistsError:
                 self.kazoo.set(path, data)
+
+    # --- SCRAM credentials (/config/users/<sanitized name>) ---------------------------
+
+    def get_user_scram_credentials(self, name: str) -> dict[str, str]:
+        """Mechanism -> Kafka's credential string (`salt=...,iterations=N`); {} when the
+        user has none. Other keys of the user's config (quotas) are left out."""
+        try:
+            data, _ = self.kazoo.get(znodes.user_config_path(name))
+        except NoNodeError:
+            return {}
+        # A parent made for /config/users/<u>/clients/<c> may hold no data at all.
+        config = znodes.decode_user_config(data) if data else {}
+        return {k: v for k, v in config.items() if k in znodes.SCRAM_CONFIG_KEYS}
+
+    def set_user_scram_credential(self, name: str, mechanism: str, credential: str | None) -> None:
+        """Set one mechanism's credential, or delete it (None)."""
+        self.alter_user_scram_credentials(name, {mechanism: credential})
+
+    def alter_user_scram_credentials(self, name: str, changes: dict[str, str | None]) -> None:
+        """Set (str) or delete (None) several mechanisms of one user in one write, keep
+        its other configs, remove the znode once it holds nothing, and announce
+        `users/<sanitized name>` under /config/changes (AdminZkClient.changeConfigs).
+        The read-modify-write is conditional on the znode's version, so concurrent
+        alterations of one user from different brokers do not lose each other."""
+        path = znodes.user_config_path(name)
+        while True:
+            try:
+                data, stat = self.kazoo.get(path)
+                config = znodes.decode_user_config(data) if data else {}
+                version = int(stat.version)
+            except NoNodeError:
+                config, version = {}, None
+            for mechanism, credential in changes.items():
+                if credential is None:
+                    config.pop(mechanism, None)
+                else:
+                    config[mechanism] = credential
+            encoded = znodes.encode_user_config(config)
+            try:
+                if version is None:
+                    if not config:
+                        return  # deleting from a user who has nothing: no change
+                    self.kazoo.create(path, encoded, makepath=True)
+                elif config:
+                    self.kazoo.set(path, encoded, version)
+                else:
+                    try:
+                        self.kazoo.delete(path, version)
+                    except NotEmptyError:
+                        # /config/users/<u>/clients/<c> quotas hang below: keep it, empty.
+                        self.kazoo.set(path, encoded, version)
+            except (NodeExistsError, BadVersionError, NoNodeError):
+                continue  # changed under us: read again
+            break
+        self._announce_config_change(f"users/{znodes.sanitize_entity_name(name)}")
+
+    def list_scram_users(self) -> list[str]:
+        """Users (desanitized names) with at least one SCRAM credential, sorted."""
+        try:
+            children = self.kazoo.get_children(znodes.CONFIG_USERS_PATH)
+        except NoNodeError:
+            return []
+        pending = [
+            (child, self.kazoo.get_async(f"{znodes.CONFIG_USERS_PATH}/{child}"))
+            for child in children
+        ]
+        users = []
+        for child, result in pending:
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                continue
+            config = znodes.decode_user_config(data) if data else {}
+            if any(k in znodes.SCRAM_CONFIG_KEYS for k in config):
+                users.append(znodes.desanitize_entity_name(child))
+        return sorted(users)
 
     # --- partition state -------------------------------------------------------------
 
@@ -575,6 +664,40 @@ class ZkClient:
             except NoNodeError:
                 pass
 
+    # --- writes fenced by the controller epoch ---------------------------------------
+
+    def children_or_none(self, path: str) -> list[str] | None:
+        """The children of `path`, or None when it does not exist."""
+        try:
+            return list(self.kazoo.get_children(path))
+        except NoNodeError:
+            return None
+
+    def fenced_multi(self, writes: Sequence[ZkWrite]) -> None:
+        """Commit `writes` in one multi-op behind a check of /controller_epoch at the
+        version this client's election produced. Raises ControllerMovedError when
+        another controller was elected since, ZkVersionConflictError when a write met
+        a znode that changed meanwhile (nothing is written in either case)."""
+        if not writes:
+            return
+        txn = self.kazoo.transaction()
+        txn.check(znodes.CONTROLLER_EPOCH_PATH, self._fencing_version())
+        for w in writes:
+            if isinstance(w, CreateWrite):
+                txn.create(w.path, w.data)
+            elif isinstance(w, SetWrite):
+                txn.set_data(w.path, w.data, w.version)
+            else:
+                txn.delete(w.path, w.version)
+        results = txn.commit()
+        if isinstance(results[0], BadVersionError):
+            raise ControllerMovedError("/controller_epoch changed; controller write fenced")
+        for w, result in zip(writes, results[1:], strict=True):
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                raise ZkVersionConflictError(w.path, getattr(w, "version", None), repr(result))
+        if isinstance(results[0], Exception):
+            raise ControllerMovedError(f"controller write failed: {results[0]!r}")
+
     # --- admin znodes ----------------------------------------------------------------
 
     def get_partition_reassignment(self) -> dict[TopicPartition, list[int]]:
@@ -622,6 +745,195 @@ class ZkClient:
             self.kazoo.delete(path)
         except NoNodeError:
             pass
+
+    # --- producer id blocks ----------------------------------------------------------
+
+    def allocate_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
+        """Claim the producer-id block after the latest one (Kafka's ZK-era ProducerIdManager).
+
+        Reads `/latest_producer_id_block`, then creates it (first claim in the cluster) or
+        sets it conditionally on the zkVersion just read; a broker that loses the race
+        (NodeExists / BadVersion) rereads the winner's block and claims the one after it.
+        Ids are thus unique across the cluster and never reused.
+        """
+        while True:
+            try:
+                data, stat = self.kazoo.get(LATEST_PRODUCER_ID_BLOCK_ZNODE)
+            except NoNodeError:
+                block = producer_id_block(None, broker_id)
+                try:
+                    self.kazoo.create(
+                        LATEST_PRODUCER_ID_BLOCK_ZNODE, encode_producer_id_block(block)
+                    )
+                except NodeExistsError:
+                    continue  # another broker created it first: claim after its block
+                return block
+            latest = decode_producer_id_block(data) if data else None
+            block = producer_id_block(latest, broker_id)
+            try:
+                self.kazoo.set(
+                    LATEST_PRODUCER_ID_BLOCK_ZNODE,
+                    encode_producer_id_block(block),
+                    version=stat.version,
+                )
+            except BadVersionError:
+                continue  # lost the race: reread the block the winner wrote
+            return block
+
+    # --- ACLs (Kafka's ZkAclStore; layout in acl_znodes) -------------------------------
+
+    # Conditional ACL writes retried after losing a race, before giving up (Kafka: 10,
+    # but its brokers also serialise their own writers; tools here do not).
+    ACL_UPDATE_ATTEMPTS = 30
+
+    def create_acl_paths(self) -> None:
+        """The ACL roots and change directories, as Kafka's createAclPaths."""
+        for path in acl_znodes.ACL_PATHS:
+            self.kazoo.ensure_path(path)
+
+    def get_acls(self, pattern: ResourcePattern) -> tuple[frozenset[AccessControlEntry], int]:
+        """(entries, zkVersion) of one resource pattern; (empty, -1) without a znode."""
+        try:
+            data, stat = self.kazoo.get(acl_znodes.resource_path(pattern))
+        except NoNodeError:
+            return frozenset(), -1
+        return acl_znodes.decode_acls(data), int(stat.version)
+
+    def get_all_acls(
+        self, patterns: Iterable[ResourcePattern] | None = None
+    ) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Entries of `patterns` (default: every stored pattern), pipelined reads; a
+        pattern without a znode (or with no entries) is left out."""
+        wanted = self.list_acl_patterns() if patterns is None else list(patterns)
+        pending = [(p, self.kazoo.get_async(acl_znodes.resource_path(p))) for p in wanted]
+        found: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        for pattern, result in pending:
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                continue
+            entries = acl_znodes.decode_acls(data)
+            if entries:
+                found[pattern] = entries
+        return found
+
+    def list_acl_patterns(self) -> list[ResourcePattern]:
+        """Every resource pattern with a znode; unknown resource-type directories are
+        ignored, as Kafka's loadAllAcls does."""
+        patterns: list[ResourcePattern] = []
+        for pattern_type in acl_znodes.STORED_PATTERN_TYPES:
+            root = acl_znodes.store_path(pattern_type)
+            try:
+                type_names = self.kazoo.get_children(root)
+            except NoNodeError:
+                continue
+            for type_name in sorted(type_names):
+                resource_type = ResourceType.from_name(type_name)
+                if resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
+                    continue
+                try:
+                    names = self.kazoo.get_children(f"{root}/{type_name}")
+                except NoNodeError:
+                    continue
+                patterns.extend(
+                    ResourcePattern(resource_type, name, pattern_type) for name in sorted(names)
+                )
+        return patterns
+
+    def add_acls(
+        self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]
+    ) -> frozenset[AccessControlEntry]:
+        """Add entries to the pattern's; returns its entries after the write."""
+        added = frozenset(entries)
+        return self.update_acls(pattern, lambda current: current | added)[1]
+
+    def remove_acls(
+        self, pattern: ResourcePattern, which: Callable[[AccessControlEntry], bool]
+    ) -> tuple[frozenset[AccessControlEntry], frozenset[AccessControlEntry]]:
+        """Remove the entries `which` selects: (the entries removed, those remaining)."""
+        before, after = self.update_acls(
+            pattern, lambda current: frozenset(e for e in current if not which(e))
+        )
+        return before - after, after
+
+    def update_acls(
+        self,
+        pattern: ResourcePattern,
+        change: Callable[[frozenset[AccessControlEntry]], frozenset[AccessControlEntry]],
+    ) -> tuple[frozenset[AccessControlEntry], frozenset[AccessControlEntry]]:
+        """Read-modify-write of one pattern's znode, conditional on the zkVersion read
+        (create if absent, delete when emptied), so concurrent writers never lose each
+        other's entries: the loser rereads and reapplies `change`. A real change is
+        announced under the change directory. Returns (before, after) of the write
+        that took effect."""
+        path = acl_znodes.resource_path(pattern)
+        for _attempt in range(self.ACL_UPDATE_ATTEMPTS):
+            current, version = self.get_acls(pattern)
+            updated = frozenset(change(current))
+            if updated == current:
+                return current, current
+            try:
+                if not updated:
+                    self.kazoo.delete(path, version=version)
+                elif version < 0:
+                    self.kazoo.create(path, acl_znodes.encode_acls(updated), makepath=True)
+                else:
+                    self.kazoo.set(path, acl_znodes.encode_acls(updated), version=version)
+            except (BadVersionError, NoNodeError, NodeExistsError):
+                # Jittered, so racing writers do not collide again in lockstep.
+                time.sleep(random.uniform(0.005, 0.05))
+                continue
+            self.create_acl_change_notification(pattern)
+            return current, updated
+        raise ZkVersionConflictError(
+            path, None, f"still contended after {self.ACL_UPDATE_ATTEMPTS} attempts"
+        )
+
+    def create_acl_change_notification(self, pattern: ResourcePattern) -> str:
+        """Persistent sequential acl_changes_<seq>; returns its name."""
+        created: str = self.kazoo.create(
+            f"{acl_znodes.change_path(pattern.pattern_type)}/{acl_znodes.ACL_CHANGE_PREFIX}",
+            acl_znodes.encode_acl_change(pattern),
+            sequence=True,
+            makepath=True,
+        )
+        return created.rsplit("/", 1)[1]
+
+    def get_acl_change_notifications(
+        self, change_dir: str, after_sequence: int = -1
+    ) -> list[acl_znodes.AclChangeNotification]:
+        """The notifications under `change_dir` (one of acl_znodes.ACL_CHANGE_PATHS) with
+        a sequence number above `after_sequence`, oldest first."""
+        try:
+            children = self.kazoo.get_children(change_dir)
+        except NoNodeError:
+            return []
+        numbered = sorted(
+            (seq, child)
+            for child in children
+            if (seq := acl_znodes.change_sequence(child)) > after_sequence
+        )
+        pending = [
+            (seq, child, self.kazoo.get_async(f"{change_dir}/{child}")) for seq, child in numbered
+        ]
+        notifications = []
+        for seq, child, result in pending:
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                continue  # purged meanwhile
+            try:
+                pattern: ResourcePattern | None = acl_znodes.decode_acl_change(change_dir, data)
+            except (ValueError, KeyError, TypeError):
+                pattern = None
+            notifications.append(
+                acl_znodes.AclChangeNotification(child, seq, pattern, int(stat.ctime))
+            )
+        return notifications
+
+    def delete_acl_change_notifications(self, change_dir: str, names: Iterable[str]) -> None:
+        for name in names:
+            self._delete_quietly(f"{change_dir}/{name}")
 
     # --- watches ---------------------------------------------------------------------
 

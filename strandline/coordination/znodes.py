@@ -8,8 +8,9 @@ Kafka (and seed 003's examples) write, ignoring fields it does not know.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote_plus
 
 from strandline.types import TopicPartition
 
@@ -26,6 +27,9 @@ DELETE_TOPICS_PATH = "/admin/delete_topics"
 CONFIG_PATH = "/config"
 CONFIG_TOPICS_PATH = "/config/topics"
 CONFIG_BROKERS_PATH = "/config/brokers"
+CONFIG_USERS_PATH = "/config/users"
+# The keys of a user's config znode that hold SCRAM credentials (the rest are quotas).
+SCRAM_CONFIG_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 # The entity name of the cluster-wide broker defaults (Kafka's ConfigEntityName.Default).
 BROKER_CONFIG_DEFAULT = "<default>"
 CONFIG_CHANGES_PATH = "/config/changes"
@@ -103,15 +107,28 @@ class BrokerRegistration:
     timestamp_ms: int = 0
     jmx_port: int = -1
     epoch: int = -1
+    # listener name -> security protocol (listener_security_protocol_map).
+    security_protocols: tuple[tuple[str, str], ...] = ()
 
     @property
     def listener_endpoints(self) -> tuple[str, ...]:
         return self.endpoints or (f"PLAINTEXT://{self.host}:{self.port}",)
 
+    def parsed_endpoints(self) -> tuple[tuple[str, str, int, str], ...]:
+        """(listener, host, port, security protocol) for each advertised listener."""
+        protocols = dict(self.security_protocols)
+        parsed = []
+        for endpoint in self.listener_endpoints:
+            name, _, host_port = endpoint.partition("://")
+            host, _, port = host_port.rpartition(":")
+            parsed.append((name, host.strip("[]"), int(port), protocols.get(name, name)))
+        return tuple(parsed)
+
 
 def encode_broker_registration(reg: BrokerRegistration) -> bytes:
     endpoints = list(reg.listener_endpoints)
     protocols = {ep.split("://", 1)[0]: ep.split("://", 1)[0] for ep in endpoints}
+    protocols.update(dict(reg.security_protocols))
     return _dumps(
         {
             "features": {},
@@ -146,6 +163,12 @@ def decode_broker_registration(broker_id: int, data: bytes, epoch: int = -1) -> 
         timestamp_ms=int(obj.get("timestamp", 0)),
         jmx_port=int(obj.get("jmx_port", -1)),
         epoch=epoch,
+        security_protocols=tuple(
+            sorted(
+                (str(k), str(v))
+                for k, v in (obj.get("listener_security_protocol_map") or {}).items()
+            )
+        ),
     )
 
 
@@ -173,14 +196,31 @@ def decode_topic_assignment(data: bytes) -> Assignment:
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsr:
-    """A partition's leader, leader epoch and ISR as the controller last wrote them."""
+    """A partition's leader, leader epoch and ISR as the controller last wrote them, and
+    the zkVersion of the znode they were read from or written as (not in the JSON; -1
+    when unknown). The one partition-state type of the controller and ZooKeeper."""
 
     leader: int
     leader_epoch: int
-    isr: list[int] = field(default_factory=list)
+    isr: tuple[int, ...] = ()
     controller_epoch: int = 0
+    zk_version: int = -1
 
     NO_LEADER = -1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.isr, tuple):  # JSON and callers hand lists
+            object.__setattr__(self, "isr", tuple(self.isr))
+
+    def with_leader(self, leader: int, isr: tuple[int, ...], controller_epoch: int) -> LeaderAndIsr:
+        """A new leadership decision: every change of leader or ISR by the controller
+        bumps the leader epoch, so brokers can tell newer decisions from older ones."""
+        return LeaderAndIsr(leader, self.leader_epoch + 1, isr, controller_epoch, self.zk_version)
+
+    def at_version(self, zk_version: int) -> LeaderAndIsr:
+        return LeaderAndIsr(
+            self.leader, self.leader_epoch, self.isr, self.controller_epoch, zk_version
+        )
 
 
 def encode_leader_and_isr(state: LeaderAndIsr) -> bytes:
@@ -200,7 +240,7 @@ def decode_leader_and_isr(data: bytes) -> LeaderAndIsr:
     return LeaderAndIsr(
         leader=int(obj["leader"]),
         leader_epoch=int(obj["leader_epoch"]),
-        isr=[int(r) for r in obj["isr"]],
+        isr=tuple(int(r) for r in obj["isr"]),
         controller_epoch=int(obj["controller_epoch"]),
     )
 
@@ -243,6 +283,24 @@ def decode_topic_config(data: bytes) -> dict[str, str]:
 # Kafka writes every entity type's config znode in the same shape.
 encode_broker_config = encode_topic_config
 decode_broker_config = decode_topic_config
+encode_user_config = encode_topic_config
+decode_user_config = decode_topic_config
+
+
+def sanitize_entity_name(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user name as a znode name (Java's URLEncoder, with
+    ' ' as %20 and '*' as %2A), e.g. `CN=a b` -> `CN%3Da%20b`."""
+    # Java leaves A-Za-z0-9 . - _ * alone and encodes '~'; '*' is then encoded anyway.
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize_entity_name(sanitized: str) -> str:
+    return unquote_plus(sanitized)
+
+
+def user_config_path(name: str) -> str:
+    """/config/users/<sanitized user name>."""
+    return f"{CONFIG_USERS_PATH}/{sanitize_entity_name(name)}"
 
 
 def encode_config_change(entity_path: str) -> bytes:

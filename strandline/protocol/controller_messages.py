@@ -41,6 +41,7 @@ from kio.static.primitive import i8, i16, i32, i64
 from strandline.errors import InvalidRequestError
 from strandline.protocol.controller_requests import (
     BrokerInfo,
+    Endpoint,
     LeaderAndIsrRequest,
     PartitionState,
     StopReplicaRequest,
@@ -73,6 +74,9 @@ LEADER_AND_ISR_TYPE_FULL = 2
 
 # SecurityProtocol.PLAINTEXT's id in UpdateMetadata endpoints.
 PLAINTEXT_SECURITY_PROTOCOL = 0
+# Kafka's SecurityProtocol ids in UpdateMetadata endpoints.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
 DEFAULT_LISTENER = "PLAINTEXT"
 
 # The version each API is sent at between Strandline brokers (see the module docstring
@@ -551,7 +555,16 @@ def update_metadata_request_to_wire(
         live_brokers=tuple(
             update_metadata_v7.UpdateMetadataBroker(
                 id=BrokerId(b.broker_id),
-                endpoints=(
+                endpoints=tuple(
+                    update_metadata_v7.UpdateMetadataEndpoint(
+                        port=i32(e.port),
+                        host=e.host,
+                        listener=e.listener,
+                        security_protocol=i16(SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0)),
+                    )
+                    for e in b.endpoints
+                )
+                or (
                     update_metadata_v7.UpdateMetadataEndpoint(
                         port=i32(b.port),
                         host=b.host,
@@ -604,7 +617,21 @@ def update_metadata_request_from_wire(
     for b in wire.live_brokers:
         endpoint = _pick_endpoint(b, listener)
         brokers.append(
-            BrokerInfo(broker_id=b.id, host=endpoint.host, port=endpoint.port, rack=b.rack)
+            BrokerInfo(
+                broker_id=b.id,
+                host=endpoint.host,
+                port=endpoint.port,
+                rack=b.rack,
+                endpoints=tuple(
+                    Endpoint(
+                        e.listener,
+                        e.host,
+                        e.port,
+                        SECURITY_PROTOCOL_NAMES.get(e.security_protocol, "PLAINTEXT"),
+                    )
+                    for e in b.endpoints
+                ),
+            )
         )
     return UpdateMetadataRequest(
         controller_id=wire.controller_id,

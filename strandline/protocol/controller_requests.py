@@ -27,11 +27,36 @@ class PartitionState:
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """One listener of a broker, as advertised (`advertised.listeners`)."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+
+
+@dataclass(frozen=True)
 class BrokerInfo:
+    """A live broker as controller requests and the metadata cache carry it: `host` and
+    `port` are its inter-broker listener; `endpoints` every advertised listener (empty
+    means the one at host:port)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def address_for(self, listener: str) -> tuple[str, int] | None:
+        """Where a client that connected on `listener` reaches this broker; None when
+        the broker has no such listener (Kafka leaves it out of Metadata then)."""
+        if not self.endpoints:
+            return self.host, self.port
+        for e in self.endpoints:
+            if e.listener == listener:
+                return e.host, e.port
+        return None
 
 
 @dataclass(frozen=True)

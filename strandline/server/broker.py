@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import time
 from pathlib import Path
 
 from kazoo.protocol.states import KazooState
 from kio.schema.errors import ErrorCode
 
 from strandline.client.connection import KafkaConnection
+from strandline.client.security import inter_broker_security
+from strandline.controller import effects as controller_events
 from strandline.controller.channel import ControllerChannel, ControllerRequest
-from strandline.controller.controller import Controller, ControllerEvent, RebalanceSettings
+from strandline.controller.controller import Controller, RebalanceSettings
 from strandline.controller.remote_sender import BrokerRequestSender
 from strandline.coordination import znodes
 from strandline.coordination.cluster_id import get_or_create_cluster_id
@@ -30,10 +31,16 @@ from strandline.protocol.controller_requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from strandline.server.config import BrokerConfig
+from strandline.replication.controller_fencing import controller_request_error
+from strandline.security.acl_cache import AclCache
+from strandline.security.authorizer import Authorizer
+from strandline.security.credentials import CredentialCache
+from strandline.security.sasl_server import SaslSettings
+from strandline.server import clock
+from strandline.server.config import BrokerConfig, ConfigError
 from strandline.server.group_service import GroupService, group_config_from_props
 from strandline.server.logging_setup import configure_logging
-from strandline.server.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
+from strandline.server.metadata_cache import MetadataCache, PartitionMetadata
 from strandline.server.metrics import metrics_for
 from strandline.server.network import SocketServer
 from strandline.server.producer_ids import ProducerIdManager
@@ -70,10 +77,31 @@ class Broker:
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._last_hw_checkpoint_ms = 0
+        try:
+            self.authorizer = Authorizer.from_config(config.props)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+        self.acl_cache: AclCache | None = None
+        self.credentials = CredentialCache()
+        listeners = config.listeners
+        for listener in listeners.listeners:
+            if listener.security_protocol.uses_sasl:
+                try:  # a bad SASL setting fails start-up, not the first client
+                    SaslSettings.from_props(config.props, listener.name)
+                except ValueError as e:
+                    raise ConfigError(f"listener {listener.name}: {e}") from e
+        try:
+            self.inter_broker_security = inter_broker_security(
+                config.props, listeners.inter_broker_listener, listeners.inter_broker_protocol
+            )
+        except ValueError as e:
+            raise ConfigError(
+                f"inter-broker listener {listeners.inter_broker_listener}: {e}"
+            ) from e
 
     @staticmethod
     def now_ms() -> int:
-        return int(time.time() * 1000)
+        return clock.now_ms()
 
     def _delete_stray_logs(self) -> list[TopicPartition]:
         """Logs on disk whose partition ZooKeeper no longer assigns to this broker. A topic
@@ -96,6 +124,11 @@ class Broker:
         cfg = self.config
         await asyncio.to_thread(self.zk.connect)
         cluster_id = await asyncio.to_thread(get_or_create_cluster_id, self.zk)
+        await asyncio.to_thread(self.credentials.load_all, self.zk)
+        if self.authorizer is not None:
+            # Every ACL is loaded before the first request is served.
+            self.acl_cache = AclCache(self.zk, self.authorizer)
+            await asyncio.to_thread(self.acl_cache.start)
         self.metadata_cache = MetadataCache(cluster_id)
         self.topic_configs = TopicConfigs(cfg, self.zk, on_change=self._on_topic_config_change)
         self.log_manager = LogManager(
@@ -124,7 +157,7 @@ class Broker:
         self.replica_manager.throttle.set_rates(self.topic_configs.broker_effective)
         self.topic_configs.broker_listeners.append(self.replica_manager.throttle.set_rates)
         self.fetcher_manager = ReplicaFetcherManager(
-            cfg.broker_id, self.replica_manager, self.metrics
+            cfg.broker_id, self.replica_manager, self.metrics, self.inter_broker_security
         )
         self.replica_manager.on_become_follower = self.fetcher_manager.add_partitions
         self.replica_manager.on_stop_following = self.fetcher_manager.remove_partitions
@@ -138,7 +171,7 @@ class Broker:
             offsets_commit_timeout_ms=int(cfg.props.get("offsets.commit.timeout.ms", "5000")),
         )
         self.group_service.start()
-        self.server = SocketServer(self, cfg.host, cfg.port, cfg.socket_request_max_bytes)
+        self.server = SocketServer(self, cfg)
         await self.server.start()
         # register_broker waits out the ephemeral znode of a crashed previous incarnation.
         self.broker_epoch = await self._register()
@@ -149,7 +182,9 @@ class Broker:
             znodes.CONFIG_CHANGES_PATH, on_loop(asyncio.get_running_loop(), self._on_config_changes)
         )
         self.request_sender = BrokerRequestSender(
-            cfg.broker_id, lambda broker_id: self.controller.endpoint_of(broker_id)
+            cfg.broker_id,
+            lambda broker_id: self.controller.endpoint_of(broker_id),
+            self.inter_broker_security,
         )
         channel = ControllerChannel(cfg.broker_id, self, remote=self.request_sender)
         self.controller = Controller(
@@ -165,6 +200,7 @@ class Broker:
                 check_interval_s=cfg.leader_imbalance_check_interval_seconds,
                 per_broker_percentage=cfg.leader_imbalance_per_broker_percentage,
             ),
+            inter_broker_listener=cfg.listeners.inter_broker_listener,
         )
         self.controller.start()
         if cfg.metrics_port is not None:
@@ -190,6 +226,9 @@ class Broker:
             cfg.advertised_host,
             cfg.advertised_port,
             cfg.rack,
+            [str(listener) for listener in cfg.listeners.advertised],
+            None,
+            {name: protocol.value for name, protocol in cfg.listeners.protocol_map.items()},
         )
 
     def _on_zk_state(self, state: KazooState) -> None:
@@ -205,7 +244,7 @@ class Broker:
     async def _reregister(self) -> None:
         self.broker_epoch = await self._register()
         log.info("registered again with broker epoch %d", self.broker_epoch)
-        self.controller.put(ControllerEvent("ControllerChange"))
+        self.controller.put(controller_events.ControllerChange())
 
     async def _tick_loop(self) -> None:
         while True:
@@ -257,7 +296,7 @@ class Broker:
         state = znodes.LeaderAndIsr(
             leader=leader,
             leader_epoch=leader_epoch,
-            isr=list(isr),
+            isr=tuple(isr),
             controller_epoch=controller_epoch,
         )
         version = await asyncio.to_thread(self.zk.update_partition_state, tp, state, zk_version)
@@ -273,6 +312,8 @@ class Broker:
         changes = self.zk.get_config_changes()
         for name in new:
             entity = changes.get(name, "")
+            if self.credentials.refresh_from_change(self.zk, entity):
+                continue  # users/<name>: SCRAM credentials, no restart needed
             if entity.startswith("topics/"):
                 self.topic_configs.reload(entity.removeprefix("topics/"))
             elif entity.startswith("brokers/") and self.topic_configs.reload_broker(
@@ -292,9 +333,13 @@ class Broker:
     ) -> dict[TopicPartition, ErrorCode] | None:
         """Apply a LeaderAndIsr/UpdateMetadata/StopReplica from the controller, fenced by
         controller epoch and (KIP-380) by this broker's epoch."""
-        # Stale only when older than ours: a request may arrive between our znode's
-        # creation and our learning its epoch (Kafka's isBrokerEpochStale).
-        if request.broker_epoch != -1 and request.broker_epoch < self.broker_epoch:
+        error = controller_request_error(
+            request.controller_epoch,
+            self.replica_manager.controller_epoch,
+            request.broker_epoch,
+            self.broker_epoch,
+        )
+        if error == ErrorCode.stale_broker_epoch:
             self.state_change_log.record(
                 "rejected-stale-broker-epoch",
                 request=type(request).__name__,
@@ -305,7 +350,7 @@ class Broker:
                 f"request for broker epoch {request.broker_epoch}; "
                 f"this broker is at {self.broker_epoch}"
             )
-        if request.controller_epoch < self.replica_manager.controller_epoch:
+        if error == ErrorCode.stale_controller_epoch:
             self.state_change_log.record(
                 "rejected-stale-controller",
                 request=type(request).__name__,
@@ -343,7 +388,7 @@ class Broker:
             self.replica_manager.controller_epoch, request.controller_epoch
         )
         cache.update_brokers(
-            [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack) for b in request.live_brokers],
+            list(request.live_brokers),
             request.controller_id,
         )
         cache.update_partitions(
@@ -406,7 +451,9 @@ class Broker:
         request = cm.controlled_shutdown_request_to_wire(
             cm.ControlledShutdownRequest(self.broker_id, self.broker_epoch)
         )
-        async with await KafkaConnection.open(endpoint.host, endpoint.port) as conn:
+        async with await KafkaConnection.open(
+            endpoint.host, endpoint.port, security=self.inter_broker_security
+        ) as conn:
             wire = await conn.send(request, timeout=10)
         response = cm.controlled_shutdown_response_from_wire(wire)
         if response.error_code != ErrorCode.none:

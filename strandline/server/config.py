@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
 
+from strandline.server.config_error import ConfigError
+from strandline.server.listeners import ListenerConfig, parse_listeners
 
-class ConfigError(ValueError):
-    """A broker config value is missing or malformed; the message names the key."""
+__all__ = ["BrokerConfig", "ConfigError", "parse_properties"]
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -25,14 +25,6 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-def _listener_host_port(value: str, key: str) -> tuple[str, int]:
-    first = value.split(",")[0].strip()
-    parsed = urlparse(first)
-    if parsed.port is None:
-        raise ConfigError(f"{key}={value!r}: expected NAME://host:port")
-    return parsed.hostname or "127.0.0.1", parsed.port
-
-
 @dataclass(frozen=True)
 class BrokerConfig:
     """The broker-level settings the shell uses. Topic-level defaults stay in `props`
@@ -40,10 +32,12 @@ class BrokerConfig:
 
     props: dict[str, str] = field(repr=False)
     broker_id: int
+    # The inter-broker listener (what the controller and followers connect to).
     host: str
     port: int
     advertised_host: str
     advertised_port: int
+    listeners: ListenerConfig
     log_dirs: list[Path]
     zookeeper_connect: str
     zookeeper_session_timeout_ms: int
@@ -96,21 +90,20 @@ class BrokerConfig:
                 raise ConfigError(f"{key}={value!r} must be true or false")
             return value == "true"
 
-        listeners = get("listeners", "PLAINTEXT://127.0.0.1:9092")
-        host, port = _listener_host_port(listeners, "listeners")
-        adv_host, adv_port = _listener_host_port(
-            get("advertised.listeners", listeners), "advertised.listeners"
-        )
+        listeners = parse_listeners({"listeners": "PLAINTEXT://127.0.0.1:9092", **props})
+        inter_broker = listeners.listener(listeners.inter_broker_listener)
+        advertised = listeners.inter_broker
         log_dirs = [
             Path(p) for p in get("log.dirs", get("log.dir", "/tmp/strandline-logs")).split(",")
         ]
         return cls(
             props=dict(props),
             broker_id=get_int("broker.id", 0),
-            host=host,
-            port=port,
-            advertised_host=adv_host,
-            advertised_port=adv_port,
+            host=inter_broker.host or "127.0.0.1",
+            port=inter_broker.port,
+            advertised_host=advertised.host,
+            advertised_port=advertised.port,
+            listeners=listeners,
             log_dirs=log_dirs,
             zookeeper_connect=get("zookeeper.connect"),
             zookeeper_session_timeout_ms=get_int("zookeeper.session.timeout.ms", 18000),

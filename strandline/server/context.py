@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from strandline.controller.channel import ControllerRequest
     from strandline.controller.controller import Controller
+    from strandline.security.acl_cache import AclCache
+    from strandline.security.authorizer import Authorizer
+    from strandline.security.credentials import CredentialCache
     from strandline.server.config import BrokerConfig
     from strandline.server.group_service import GroupService
     from strandline.server.metadata_cache import MetadataCache
@@ -26,6 +29,9 @@ class BrokerContext(Protocol):
     producer_ids: ProducerIdManager
     group_service: GroupService
     metrics: NoMetrics  # or BrokerMetrics, when metrics.port is set
+    authorizer: Authorizer | None  # None: no authorizer.class.name, everything allowed
+    acl_cache: AclCache | None  # with an authorizer: ACLs from ZooKeeper, kept current
+    credentials: CredentialCache  # SCRAM credentials from ZooKeeper, kept current
 
     controller: Controller
 

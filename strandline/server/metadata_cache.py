@@ -9,15 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from strandline.protocol.controller_requests import BrokerInfo
 from strandline.types import TopicPartition
-
-
-@dataclass(frozen=True)
-class BrokerEndpoint:
-    broker_id: int
-    host: str
-    port: int
-    rack: str | None = None
 
 
 @dataclass(frozen=True)
@@ -34,10 +27,10 @@ class MetadataCache:
     def __init__(self, cluster_id: str) -> None:
         self.cluster_id = cluster_id
         self.controller_id = -1
-        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, dict[int, PartitionMetadata]] = {}
 
-    def update_brokers(self, brokers: list[BrokerEndpoint], controller_id: int) -> None:
+    def update_brokers(self, brokers: list[BrokerInfo], controller_id: int) -> None:
         self.brokers = {b.broker_id: b for b in brokers}
         self.controller_id = controller_id
 

@@ -8,9 +8,11 @@ protocol requires. Malformed input closes only the offending connection.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import time
+import ssl
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from strandline.protocol.codec import (
@@ -20,64 +22,187 @@ from strandline.protocol.codec import (
     parse_header,
 )
 from strandline.protocol.framing import ProtocolError, read_frame
+from strandline.security.tls import (
+    NoMatchingRule,
+    SslPrincipalMapper,
+    peer_principal,
+    server_context,
+    settings_for_listener,
+)
+from strandline.server import clock
 from strandline.server.apis import REGISTRY
 from strandline.server.apis.api_versions import API_KEY as API_VERSIONS
 from strandline.server.apis.api_versions import unsupported_version_response
 from strandline.server.apis.groups import CLIENT_ADDRESS
+from strandline.server.config import BrokerConfig
+from strandline.server.connection_quotas import ConnectionLimits, ConnectionQuotas, IdleTracker
 from strandline.server.context import BrokerContext
+from strandline.server.listeners import Listener
 from strandline.server.metrics import RequestTiming
 from strandline.server.purgatory import REMOTE_WAITS
+from strandline.server.session import CURRENT_SESSION, Session
 
 log = logging.getLogger(__name__)
 
 Response = list[bytes] | None
 Pending = tuple[Awaitable[Response], RequestTiming | None]
 _HIGH_WATER = 1 << 20
+REAP_INTERVAL_S = 1.0
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
 _MAX_IN_FLIGHT = 256
 
 
+@dataclass
+class _Connection:
+    """What the reaper needs to close a connection that outstayed its bound."""
+
+    writer: asyncio.StreamWriter
+    peer: str
+    listener: str
+
+
 class SocketServer:
-    def __init__(self, ctx: BrokerContext, host: str, port: int, max_request_bytes: int) -> None:
+    """One asyncio server per listener (`listeners`), TLS on SSL/SASL_SSL listeners,
+    a Session per connection, SASL before anything else on SASL listeners, and
+    Kafka's connection limits (`connection_quotas.py`)."""
+
+    def __init__(self, ctx: BrokerContext, config: BrokerConfig) -> None:
         self.ctx = ctx
-        self.host = host
-        self.port = port
-        self.max_request_bytes = max_request_bytes
-        self._server: asyncio.base_events.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self.config = config
+        self.listeners = config.listeners
+        self.max_request_bytes = config.socket_request_max_bytes
+        props = config.props
+        self._tls: dict[str, tuple[ssl.SSLContext, SslPrincipalMapper]] = {}
+        for listener in self.listeners.listeners:
+            if listener.security_protocol.uses_tls:
+                settings = settings_for_listener(props, listener.name, listener.security_protocol)
+                self._tls[listener.name] = (
+                    server_context(settings, listener=listener.name),
+                    settings.principal_mapper(),
+                )
+        self.limits = ConnectionLimits.from_props(props, [x.name for x in self.listeners.listeners])
+        self.quotas = ConnectionQuotas(self.limits, self.listeners.inter_broker_listener)
+        self.tracker: IdleTracker[asyncio.Task[None]] = IdleTracker(self.limits)
+        self._servers: list[asyncio.base_events.Server] = []
+        self._connections: dict[asyncio.Task[None], _Connection] = {}
+        self._reaper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._on_connection, self.host, self.port, reuse_address=True, limit=1 << 20
-        )
+        for listener in self.listeners.listeners:
+            self._servers.append(
+                await asyncio.start_server(
+                    functools.partial(self._on_connection, listener),
+                    listener.bind_host,
+                    listener.port,
+                    reuse_address=True,
+                    limit=1 << 20,
+                )
+            )
+        self._reaper = asyncio.create_task(self._reap(), name="connection-reaper")
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for server in self._servers:
+            server.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
 
+    async def _reap(self) -> None:
+        """Close connections idle (or unauthenticated) past their bound; abort, so a
+        peer that never reads cannot hold the socket open."""
+        while True:
+            await asyncio.sleep(REAP_INTERVAL_S)
+            for task, reason in self.tracker.expired(clock.monotonic_s()):
+                conn = self._connections.get(task)
+                if conn is not None:
+                    log.info(
+                        "closing connection from %s on %s: %s", conn.peer, conn.listener, reason
+                    )
+                    conn.writer.transport.abort()
+                    task.cancel()
+
     async def _on_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        # Handler tasks copy this context: JoinGroup records the member's host, as Kafka.
-        CLIENT_ADDRESS.set(str(peer[0]) if peer else "")
+        peer_address = writer.get_extra_info("peername")
+        ip = str(peer_address[0]) if peer_address else ""
+        peer = f"{ip}:{peer_address[1]}" if peer_address else "?"
+        refused = self.quotas.try_accept(ip, clock.monotonic_s(), listener.name)
+        if refused is not None:
+            log.info("refusing connection from %s on %s: %s", peer, listener.name, refused)
+            writer.transport.abort()
+            return
+        protocol = listener.security_protocol
+        session = Session(listener.name, protocol, ip, authenticated=not protocol.uses_sasl)
+        self._connections[task] = _Connection(writer, peer, listener.name)
+        self.tracker.opened(
+            task, clock.monotonic_s(), authenticated=not (protocol.uses_tls or protocol.uses_sasl)
+        )
+        try:
+            if protocol.uses_tls and not await self._start_tls(listener, writer, session, peer):
+                return
+            if protocol.uses_tls and not protocol.uses_sasl:
+                self.tracker.authenticated(task, clock.monotonic_s())
+            await self._serve(task, reader, writer, session, peer)
+        finally:
+            self.tracker.closed(task)
+            self.quotas.release(ip, listener.name)
+            self._connections.pop(task, None)
+            writer.close()
+
+    async def _start_tls(
+        self, listener: Listener, writer: asyncio.StreamWriter, session: Session, peer: str
+    ) -> bool:
+        """The TLS handshake, first thing on the connection (an earlier read would eat
+        the ClientHello); on an SSL listener the principal comes from the certificate."""
+        context, mapper = self._tls[listener.name]
+        try:
+            await writer.start_tls(
+                context, ssl_handshake_timeout=self.limits.authentication_ms / 1000
+            )
+        except (ssl.SSLError, ConnectionError, TimeoutError, OSError) as e:
+            log.warning("TLS handshake with %s on %s failed: %s", peer, listener.name, e)
+            return False
+        if not session.security_protocol.uses_sasl:
+            try:
+                session.principal = peer_principal(writer.get_extra_info("ssl_object"), mapper)
+            except NoMatchingRule as e:
+                log.warning("no principal for %s on %s: %s", peer, listener.name, e)
+                return False
+        return True
+
+    async def _serve(
+        self,
+        task: asyncio.Task[None],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        session: Session,
+        peer: str,
+    ) -> None:
+        # Handler tasks copy these: JoinGroup records the member's host, as Kafka does,
+        # and every handler finds the connection's principal.
+        CLIENT_ADDRESS.set(session.peer_host)
+        CURRENT_SESSION.set(session)
         # Bounded, so a client that pipelines without reading is back-pressured (Kafka mutes it).
         pending: asyncio.Queue[Pending | None] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
-        writer_task = asyncio.create_task(self._write_responses(writer, pending, peer))
+        writer_task = asyncio.create_task(
+            self._write_responses(writer, pending, peer, task, session)
+        )
         try:
             while True:
                 frame = await read_frame(reader, self.max_request_bytes)
                 if frame is None:
                     break
-                await pending.put(self._dispatch(frame, time.perf_counter()))
+                self.tracker.request_received(task, clock.monotonic_s())
+                await pending.put(self._dispatch(frame, clock.perf_s(), session))
         except ProtocolError as e:
-            log.warning("closing connection from %s: %s", peer, e)
+            log.warning("closing connection from %s on %s: %s", peer, session.listener, e)
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
@@ -86,16 +211,15 @@ class SocketServer:
                 await writer_task
             except Exception:  # noqa: BLE001 - the connection is going away regardless
                 pass
-            writer.close()
-            self._connections.discard(task)
 
-    def _dispatch(self, frame: bytes, received: float) -> Pending:
+    def _dispatch(self, frame: bytes, received: float, session: Session) -> Pending:
         """Parse the request and start its handler; a malformed request raises
         ProtocolError here so the read loop closes the connection."""
         header, pos = parse_header(frame)
         spec = REGISTRY.get(header.api_key)
         if spec is None:
             raise ProtocolError(f"unknown API key {header.api_key}")
+        _check_authentication(session, header.api_key)
         if not spec.min_version <= header.api_version <= spec.max_version:
             if header.api_key == API_VERSIONS:
                 answer = encode_response(header.correlation_id, unsupported_version_response())
@@ -111,11 +235,11 @@ class SocketServer:
     async def _handle(
         self, handler: Any, header: RequestHeader, request: Any, timing: RequestTiming
     ) -> Response:
-        timing.started = time.perf_counter()
+        timing.started = clock.perf_s()
         REMOTE_WAITS.set(timing.remote_wait)  # this task's own context
         response = await handler(self.ctx, header, request)
         encoded = None if response is None else encode_response(header.correlation_id, response)
-        timing.handled = time.perf_counter()
+        timing.handled = clock.perf_s()
         return encoded
 
     async def _write_responses(
@@ -123,6 +247,8 @@ class SocketServer:
         writer: asyncio.StreamWriter,
         pending: asyncio.Queue[Pending | None],
         peer: object,
+        task: asyncio.Task[None],
+        session: Session,
     ) -> None:
         metrics = self.ctx.metrics
         while True:
@@ -137,13 +263,48 @@ class SocketServer:
                 writer.transport.abort()
                 return
             if timing is not None:
-                timing.dequeued = time.perf_counter()
+                timing.dequeued = clock.perf_s()
             if chunks is not None:
                 writer.writelines(chunks)
                 if writer.transport.get_write_buffer_size() > _HIGH_WATER:
                     await writer.drain()
             if timing is not None and metrics.enabled:
-                metrics.request_done(timing, time.perf_counter())
+                metrics.request_done(timing, clock.perf_s())
+            now = clock.monotonic_s()
+            self.tracker.response_sent(task, now)
+            if session.sasl is not None:
+                if session.sasl.failed:
+                    # Kafka closes after sending the failure: no second try on this socket.
+                    await writer.drain()
+                    writer.transport.abort()
+                    return
+                if session.authenticated:
+                    self.tracker.authenticated(task, now)
+
+
+# Before SASL authentication only these are served (Kafka's SaslServerAuthenticator).
+_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
+
+def _check_authentication(session: Session, api_key: int) -> None:
+    if not session.authenticated:
+        if api_key not in _BEFORE_AUTHENTICATION:
+            raise ProtocolError(
+                f"API key {api_key} before SASL authentication on {session.listener}"
+            )
+        return
+    expires = session.session_expires_at
+    if (
+        expires is not None
+        and clock.monotonic_s() > expires
+        and api_key
+        not in (
+            SASL_HANDSHAKE,
+            SASL_AUTHENTICATE,
+        )
+    ):
+        # KIP-368: past its session lifetime a connection must re-authenticate first.
+        raise ProtocolError(f"SASL session expired on {session.listener}; re-authenticate")
 
 
 def _done(value: Response) -> Awaitable[Response]:

@@ -12,17 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
 from strandline.coordination.zk_client import ZkClient
-from strandline.storage.producer_state import (
-    LATEST_PRODUCER_ID_BLOCK_ZNODE,
-    ProducerIdAllocator,
-    ProducerIdBlock,
-    decode_producer_id_block,
-    encode_producer_id_block,
-    producer_id_block,
-)
+from strandline.storage.producer_state import ProducerIdAllocator, ProducerIdBlock
 
 log = logging.getLogger(__name__)
 
@@ -47,28 +38,7 @@ class ProducerIdManager:
 
     def claim_block(self) -> ProducerIdBlock:
         """Blocking: claim the block after the latest one in ZooKeeper."""
-        kazoo = self._zk.kazoo
-        while True:
-            try:
-                data, stat = kazoo.get(LATEST_PRODUCER_ID_BLOCK_ZNODE)
-            except NoNodeError:
-                block = producer_id_block(None, self._broker_id)
-                try:
-                    kazoo.create(LATEST_PRODUCER_ID_BLOCK_ZNODE, encode_producer_id_block(block))
-                except NodeExistsError:
-                    continue  # another broker created it first: claim after its block
-                break
-            latest = decode_producer_id_block(data) if data else None
-            block = producer_id_block(latest, self._broker_id)
-            try:
-                kazoo.set(
-                    LATEST_PRODUCER_ID_BLOCK_ZNODE,
-                    encode_producer_id_block(block),
-                    version=stat.version,
-                )
-            except BadVersionError:
-                continue  # lost the race: reread the block the winner wrote
-            break
+        block = self._zk.allocate_producer_id_block(self._broker_id)
         log.info(
             "broker %d claimed producer id block [%d, %d]",
             self._broker_id,

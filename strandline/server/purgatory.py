@@ -9,9 +9,10 @@ a parked fetch answers as soon as the data it waits for arrives.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Hashable, Iterable
 from contextvars import ContextVar
+
+from strandline.server import clock
 
 # Where the request being handled collects its time spent parked here (Kafka's
 # RemoteTimeMs); set by the socket server for each request, unset elsewhere.
@@ -50,14 +51,14 @@ class Purgatory:
         for key in keys:
             self._watchers.setdefault(key, set()).add(waiter)
         timer = loop.call_later(timeout_s, _expire, future)
-        parked = time.perf_counter()
+        parked = clock.perf_s()
         try:
             completed = await future
         finally:
             timer.cancel()
             waits = REMOTE_WAITS.get()
             if waits is not None:
-                waits.append(time.perf_counter() - parked)
+                waits.append(clock.perf_s() - parked)
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -22,10 +21,12 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from strandline.client.connection import KafkaConnection
+from strandline.client.security import ClientSecurity
 from strandline.errors import KafkaError, StorageError
 from strandline.protocol.controller_requests import BrokerInfo
 from strandline.replication.follower import FetchState
 from strandline.replication.truncation import EpochEndOffset, truncation_on_offset_out_of_range
+from strandline.server import clock
 from strandline.server.metrics import NoMetrics
 from strandline.server.replica_manager import HostedPartition, ReplicaManager
 from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
@@ -101,6 +102,7 @@ class ReplicaFetcher:
                 self.leader.host,
                 self.leader.port,
                 client_id=f"replica-fetcher-{self.manager.broker_id}",
+                security=self.manager.security,
             )
         return self._conn
 
@@ -126,7 +128,7 @@ class ReplicaFetcher:
     async def _truncate(self, conn: KafkaConnection) -> None:
         """OffsetForLeaderEpoch for every partition still settling its log end."""
         while True:
-            now = time.monotonic()
+            now = clock.monotonic_s()
             pending = {
                 tp: h
                 for tp, h in self._hosted().items()
@@ -183,7 +185,7 @@ class ReplicaFetcher:
                         # The log is as it was; this partition asks again after a
                         # back-off while the others go on fetching.
                         self.rm.on_storage_error(hosted, "follower", e)
-                        self._delayed_until[tp] = time.monotonic() + STORAGE_BACKOFF_S
+                        self._delayed_until[tp] = clock.monotonic_s() + STORAGE_BACKOFF_S
                         continue
                     cut = decision.offset < end_before
                     details: dict[str, object] = {
@@ -235,7 +237,7 @@ class ReplicaFetcher:
         }
 
     async def _fetch(self, conn: KafkaConnection) -> None:
-        hosted = self._ready(time.monotonic())
+        hosted = self._ready(clock.monotonic_s())
         throttle = self.rm.throttle
         throttled = {tp for tp in hosted if throttle.follower_throttles(tp)}
         if throttled and throttle.follower.exceeded(throttle.clock()):
@@ -278,7 +280,7 @@ class ReplicaFetcher:
             rack_id="",
         )
         response = await conn.send(request, timeout=REQUEST_TIMEOUT_S)
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         for t in response.responses:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
@@ -309,7 +311,7 @@ class ReplicaFetcher:
                 except StorageError:
                     # Already in the state-change log (once per failure, not per
                     # fetch); the log is unchanged, so this refetches the same offset.
-                    self._delayed_until[tp] = time.monotonic() + STORAGE_BACKOFF_S
+                    self._delayed_until[tp] = clock.monotonic_s() + STORAGE_BACKOFF_S
                 except KafkaError as e:
                     log.error("follower append to %s failed: %s", tp, e)
 
@@ -359,14 +361,19 @@ class ReplicaFetcher:
             self.partitions.discard(tp)
         else:
             log.debug("fetcher: %s answered %s; retrying after a back-off", tp, error.name)
-            self._delayed_until[tp] = time.monotonic() + BACKOFF_S
+            self._delayed_until[tp] = clock.monotonic_s() + BACKOFF_S
 
 
 class ReplicaFetcherManager:
     def __init__(
-        self, broker_id: int, replica_manager: ReplicaManager, metrics: NoMetrics | None = None
+        self,
+        broker_id: int,
+        replica_manager: ReplicaManager,
+        metrics: NoMetrics | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.security = security  # how to reach leaders on the inter-broker listener
         self.replica_manager = replica_manager
         self.metrics = metrics or NoMetrics()
         self.fetchers: dict[int, ReplicaFetcher] = {}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,9 +26,11 @@ from strandline.errors import (
     UnknownTopicOrPartitionError,
 )
 from strandline.protocol.controller_requests import BrokerInfo, PartitionState
+from strandline.replication.controller_fencing import leader_and_isr_state_error
 from strandline.replication.follower import FollowerState, follower_high_watermark
 from strandline.replication.partition import Partition
 from strandline.replication.truncation import TruncationMode
+from strandline.server import clock
 from strandline.server.purgatory import Purgatory
 from strandline.server.replication_throttle import ReplicationThrottle
 from strandline.state_change_log import StateChangeLog
@@ -156,10 +157,6 @@ class ReplicaManager:
         # The group coordinator uses it to load and unload __consumer_offsets partitions.
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
 
-    @staticmethod
-    def _now() -> int:
-        return int(time.time() * 1000)
-
     # -- leadership -----------------------------------------------------------
 
     def become_leader_or_follower(
@@ -180,17 +177,22 @@ class ReplicaManager:
         accepted: list[tuple[PartitionState, HostedPartition]] = []
         for state in states:
             hosted = self.partitions.get(state.tp)
-            if hosted is not None and state.leader_epoch <= hosted.leader_epoch:
+            error = leader_and_isr_state_error(
+                self.broker_id,
+                state.replicas,
+                state.leader_epoch,
+                None if hosted is None else hosted.leader_epoch,
+            )
+            if error == ErrorCode.stale_controller_epoch:
+                assert hosted is not None
                 self.state_change_log.record(
                     "ignored-stale-leader-epoch",
                     tp=state.tp,
                     leader_epoch=state.leader_epoch,
                     current_epoch=hosted.leader_epoch,
                 )
-                results[state.tp] = ErrorCode.stale_controller_epoch
-                continue
-            if self.broker_id not in state.replicas:
-                results[state.tp] = ErrorCode.unknown_topic_or_partition
+            if error is not None:
+                results[state.tp] = error
                 continue
             config = self.log_config_for(state.tp.topic)
             retrying = self.unopened.pop(state.tp, None) is not None
@@ -407,7 +409,7 @@ class ReplicaManager:
         """An internal acks=all append (the group coordinator's writes to
         __consumer_offsets): returns once the HW passes it, or the error."""
         try:
-            info = self.append_as_leader(tp, records, -1, self._now())
+            info = self.append_as_leader(tp, records, -1, clock.now_ms())
         except KafkaError as e:
             return e.code, None
 
@@ -483,14 +485,14 @@ class ReplicaManager:
                 f"isr-{why}-failed", tp=hosted.tp, proposed=list(new_isr), error=str(e)
             )
             if hosted.leader_state is not None:
-                hosted.leader_state.apply_isr(frozenset(old_isr), self._now())
+                hosted.leader_state.apply_isr(frozenset(old_isr), clock.now_ms())
             return
         finally:
             hosted.isr_write_in_flight = False
         if hosted.leader_state is None or hosted.leader_epoch != leader_epoch:
             return
         hosted.zk_version = version
-        advanced = hosted.leader_state.apply_isr(frozenset(new_isr), self._now())
+        advanced = hosted.leader_state.apply_isr(frozenset(new_isr), clock.now_ms())
         self.state_change_log.record(
             f"isr-{why}",
             tp=hosted.tp,
@@ -549,7 +551,7 @@ class ReplicaManager:
         if failure is not None:
             failure.failed_writes += 1
             return
-        self.storage_failures[hosted.tp] = StorageFailure(role, self._now())
+        self.storage_failures[hosted.tp] = StorageFailure(role, clock.now_ms())
         code = _errno_of(exc)
         log.error("writes to %s fail: %s", hosted.tp, exc)
         self.state_change_log.record(

@@ -10,7 +10,6 @@ and the HW never wait for a throttle.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 
 from strandline.quotas import (
@@ -20,6 +19,7 @@ from strandline.quotas import (
     ReplicationQuota,
     parse_throttled_replicas,
 )
+from strandline.server.clock import monotonic_s
 from strandline.storage.config import LogConfig
 from strandline.types import TopicPartition
 
@@ -29,7 +29,7 @@ class ReplicationThrottle:
         self,
         broker_id: int,
         log_config_for: Callable[[str], LogConfig],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = monotonic_s,
     ) -> None:
         self.broker_id = broker_id
         self.log_config_for = log_config_for

@@ -2,6 +2,13 @@
 
 PySpark hands options over as a case-insensitive dict (`dict(options)` lower-cases the
 keys), so every lookup here is by lower-case name; values keep their case.
+
+`kafka.<key>` options are client settings, security ones included. They may be written
+in librdkafka's names or in the Java client's, as Spark's Kafka connector is given
+them (`kafka.sasl.jaas.config`, `kafka.ssl.truststore.location`): `_kafka_config`
+turns the Java-only ones into librdkafka's and drops those that mean nothing to a
+Python client, so one config serves the driver's Consumer, the sink's Producer and the
+executors' fetch client (which reads it with `ClientSecurity.from_config`).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from strandline.client.security import ClientSecurity, jaas_credentials
 from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 
 # Kafka-JSON sentinels inside startingOffsets/endingOffsets, as in Spark's Kafka source.
@@ -28,13 +36,86 @@ class OptionError(ValueError):
     """An option is missing, unknown in this context, or malformed."""
 
 
+# Java client keys -> librdkafka's (PEM files and inline PEM; see docs/spark.md).
+_JAVA_RENAMED = {
+    "ssl.truststore.location": "ssl.ca.location",
+    "ssl.truststore.certificates": "ssl.ca.pem",
+    "ssl.keystore.certificate.chain": "ssl.certificate.pem",
+    "ssl.keystore.key": "ssl.key.pem",
+}
+# Java-only keys librdkafka refuses and nothing here needs: TLS 1.2/1.3 is negotiated,
+# a PEM trust store has no password, JVM classes and algorithms cannot be loaded.
+# (`ssl.truststore.type`/`ssl.keystore.type` are dropped too, once checked to be PEM.)
+_JAVA_DROPPED = frozenset(
+    {
+        "ssl.truststore.password",
+        "ssl.enabled.protocols",
+        "ssl.protocol",
+        "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm",
+        "ssl.secure.random.implementation",
+        "ssl.engine.factory.class",
+        "sasl.login.class",
+        "sasl.login.callback.handler.class",
+        "sasl.client.callback.handler.class",
+    }
+)
+
+
+def _librdkafka_keys(conf: dict[str, str]) -> dict[str, str]:
+    """The Java client's security keys rewritten as librdkafka's (see the module doc)."""
+    out = dict(conf)
+    for key in ("ssl.truststore.type", "ssl.keystore.type"):
+        kind = out.pop(key, "PEM").strip().upper()
+        if kind != "PEM":
+            raise OptionError(
+                f"option 'kafka.{key}={kind}': only PEM files are read (Python's ssl and "
+                f"librdkafka): convert the store to PEM and set 'kafka.ssl.ca.location' "
+                f"(trusted CAs) or 'kafka.ssl.certificate.location' + 'kafka.ssl.key.location'"
+            )
+        if key == "ssl.keystore.type" and "ssl.keystore.location" in out:
+            # Java's PEM key store is one file with the key and the chain; librdkafka's
+            # ssl.keystore.location would be PKCS#12.
+            pem = out.pop("ssl.keystore.location")
+            out.setdefault("ssl.certificate.location", pem)
+            out.setdefault("ssl.key.location", pem)
+    for java, ours in _JAVA_RENAMED.items():
+        if java not in out:
+            continue
+        value = out.pop(java)
+        if out.setdefault(ours, value) != value:
+            raise OptionError(f"options 'kafka.{java}' and 'kafka.{ours}' disagree; set one")
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        username, password = jaas_credentials(jaas)
+        if username is None or password is None:
+            raise OptionError(
+                "option 'kafka.sasl.jaas.config' needs a PLAIN or SCRAM login module with "
+                'username="…" password="…" (or set kafka.sasl.username and kafka.sasl.password)'
+            )
+        out.setdefault("sasl.username", username)
+        out.setdefault("sasl.password", password)
+    if out.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
+        out["ssl.endpoint.identification.algorithm"] = "none"  # Java's "" is librdkafka's none
+    for key in _JAVA_DROPPED & out.keys():
+        del out[key]
+    return out
+
+
 def _kafka_config(options: Mapping[str, str]) -> dict[str, str]:
-    """librdkafka settings: `bootstrap.servers`, plus any `kafka.<librdkafka key>`."""
+    """librdkafka settings: `bootstrap.servers`, plus any `kafka.<key>` (librdkafka's
+    names, or the Java client's security keys, translated); the security settings are
+    checked here, on the driver, so a bad one fails the query before any task runs."""
     conf = {k[len(KAFKA_PREFIX) :]: v for k, v in options.items() if k.startswith(KAFKA_PREFIX)}
     if "bootstrap.servers" in options:
         conf["bootstrap.servers"] = options["bootstrap.servers"]
     if not conf.get("bootstrap.servers"):
         raise OptionError("option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required")
+    conf = _librdkafka_keys(conf)
+    try:
+        ClientSecurity.from_config(conf)
+    except ValueError as exc:
+        raise OptionError(f"kafka security options: {exc}") from exc
     return conf
 
 

@@ -130,7 +130,7 @@ def test_topic_configs_describe_alter_and_delete(cluster_factory: ClusterFactory
     assert "exactly one of --describe, --alter" in fails(
         cluster, "--topic", "orders", "--describe", "--alter"
     )
-    assert "topics or brokers" in fails(cluster, "--entity-type", "users", "--describe")
+    assert "topics, brokers or users" in fails(cluster, "--entity-type", "clients", "--describe")
     assert "--add-config" in fails(cluster, "--topic", "orders", "--alter")
     assert "--add-config expects k1=v1" in fails(
         cluster, "--topic", "orders", "--alter", "--add-config", "retention.ms"

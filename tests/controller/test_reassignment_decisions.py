@@ -7,8 +7,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from strandline.controller import decisions, reassignment
-from strandline.controller.context import NO_LEADER, ControllerContext, LeaderIsr, LiveBroker
+from strandline.controller.context import NO_LEADER, ControllerContext
 from strandline.controller.reassignment import InvalidReplicaAssignmentError, Reassignment
+from strandline.coordination.znodes import BrokerRegistration, LeaderAndIsr
 from strandline.errors import UnknownTopicOrPartitionError
 from strandline.types import TopicPartition
 
@@ -18,10 +19,12 @@ TP = TopicPartition("t", 0)
 def make_ctx(
     live: list[int],
     assignments: dict[TopicPartition, tuple[int, ...]],
-    states: dict[TopicPartition, LeaderIsr],
+    states: dict[TopicPartition, LeaderAndIsr],
 ) -> ControllerContext:
     ctx = ControllerContext(broker_id=1, epoch=7)
-    ctx.live_brokers = {b: LiveBroker(b, "127.0.0.1", 9000 + b, None, 100 + b) for b in live}
+    ctx.live_brokers = {
+        b: BrokerRegistration(b, "127.0.0.1", 9000 + b, None, epoch=100 + b) for b in live
+    }
     ctx.assignments.update(assignments)
     ctx.partition_states.update(states)
     return ctx
@@ -36,7 +39,7 @@ def test_seed_001_table_oar_123_to_rar_456() -> None:
     ctx = make_ctx(
         live=[1, 2, 3, 4, 5, 6],
         assignments={TP: (1, 2, 3)},
-        states={TP: LeaderIsr(1, 3, (1, 2, 3), 7, zk_version=4)},
+        states={TP: LeaderAndIsr(1, 3, (1, 2, 3), 7, zk_version=4)},
     )
     r = Reassignment(TP, ctx.assignments[TP], (4, 5, 6))
     assert (r.adding, r.removing) == ((4, 5, 6), (1, 2, 3))
@@ -53,9 +56,9 @@ def test_seed_001_table_oar_123_to_rar_456() -> None:
 
     # Not before every RAR replica is in the ISR (step 4).
     assert reassignment.plan_completion(ctx, r) is None
-    ctx.partition_states[TP] = LeaderIsr(1, 4, (1, 2, 3, 4, 5), 7, zk_version=5)
+    ctx.partition_states[TP] = LeaderAndIsr(1, 4, (1, 2, 3, 4, 5), 7, zk_version=5)
     assert reassignment.plan_completion(ctx, r) is None
-    ctx.partition_states[TP] = LeaderIsr(1, 4, (1, 2, 3, 4, 5, 6), 7, zk_version=6)
+    ctx.partition_states[TP] = LeaderAndIsr(1, 4, (1, 2, 3, 4, 5, 6), 7, zk_version=6)
 
     # Steps 7-10: leader from RAR, ISR without OAR - RAR, AR = RAR.
     done = reassignment.plan_completion(ctx, r)
@@ -70,7 +73,7 @@ def test_leader_in_target_keeps_leading_and_isr_drops_removed() -> None:
     ctx = make_ctx(
         live=[1, 2, 3],
         assignments={TP: (1, 2)},
-        states={TP: LeaderIsr(2, 0, (1, 2, 3), 7)},
+        states={TP: LeaderAndIsr(2, 0, (1, 2, 3), 7)},
     )
     r = Reassignment(TP, (1, 2, 3), (2, 3))
     done = reassignment.plan_completion(ctx, r)
@@ -84,7 +87,7 @@ def test_new_leader_must_be_alive_and_in_sync() -> None:
     ctx = make_ctx(
         live=[1, 3],
         assignments={TP: (1, 2, 3)},
-        states={TP: LeaderIsr(1, 0, (1, 2, 3), 7)},
+        states={TP: LeaderAndIsr(1, 0, (1, 2, 3), 7)},
     )
     done = reassignment.plan_completion(ctx, Reassignment(TP, (1, 2, 3), (2, 3)))
     assert done is not None and done.election.state.leader == 3
@@ -100,7 +103,7 @@ def test_offline_partition_starts_without_election() -> None:
 
 
 def test_validate_target() -> None:
-    ctx = make_ctx(live=[1, 2], assignments={TP: (1,)}, states={TP: LeaderIsr(1, 0, (1,), 7)})
+    ctx = make_ctx(live=[1, 2], assignments={TP: (1,)}, states={TP: LeaderAndIsr(1, 0, (1,), 7)})
     reassignment.validate_target(ctx, TP, [2, 1])
     with pytest.raises(UnknownTopicOrPartitionError):
         reassignment.validate_target(ctx, TopicPartition("t", 9), [1])
@@ -120,10 +123,10 @@ def test_elect_leaders_preferred() -> None:
         live=[1, 2, 3],
         assignments={a: (1, 2), b: (2, 1), c: (3, 1), d: (1, 3)},
         states={
-            a: LeaderIsr(2, 1, (1, 2), 7),  # preferred 1 in sync: moves
-            b: LeaderIsr(2, 0, (1, 2), 7),  # already preferred
-            c: LeaderIsr(1, 1, (1,), 7),  # preferred 3 out of sync
-            d: LeaderIsr(3, 1, (1, 3), 7),
+            a: LeaderAndIsr(2, 1, (1, 2), 7),  # preferred 1 in sync: moves
+            b: LeaderAndIsr(2, 0, (1, 2), 7),  # already preferred
+            c: LeaderAndIsr(1, 1, (1,), 7),  # preferred 3 out of sync
+            d: LeaderAndIsr(3, 1, (1, 3), 7),
         },
     )
     out = decisions.elect_leaders_on_request(
@@ -142,9 +145,9 @@ def test_elect_leaders_unclean() -> None:
         live=[2, 3],
         assignments={a: (1, 2), b: (2, 3), c: (1,)},
         states={
-            a: LeaderIsr(NO_LEADER, 3, (1,), 7),  # ISR dead, 2 out of sync but alive
-            b: LeaderIsr(2, 0, (2, 3), 7),
-            c: LeaderIsr(NO_LEADER, 1, (1,), 7),
+            a: LeaderAndIsr(NO_LEADER, 3, (1,), 7),  # ISR dead, 2 out of sync but alive
+            b: LeaderAndIsr(2, 0, (2, 3), 7),
+            c: LeaderAndIsr(NO_LEADER, 1, (1,), 7),
         },
     )
     out = decisions.elect_leaders_on_request(ctx, [a, b, c], decisions.UNCLEAN_ELECTION)
@@ -160,7 +163,7 @@ def _spread(leaders: list[int]) -> ControllerContext:
     return make_ctx(
         live=[1, 2],
         assignments={tp: (1, 2) for tp in tps},
-        states={tp: LeaderIsr(ld, 1, (1, 2), 7) for tp, ld in zip(tps, leaders, strict=True)},
+        states={tp: LeaderAndIsr(ld, 1, (1, 2), 7) for tp, ld in zip(tps, leaders, strict=True)},
     )
 
 
@@ -175,7 +178,7 @@ def test_imbalance_ratio_and_threshold() -> None:
 
 def test_auto_rebalance_skips_excluded_and_out_of_sync() -> None:
     ctx = _spread([2, 2, 2, 1])
-    ctx.partition_states[TopicPartition("t", 1)] = LeaderIsr(2, 1, (2,), 7)
+    ctx.partition_states[TopicPartition("t", 1)] = LeaderAndIsr(2, 1, (2,), 7)
     moves = decisions.auto_rebalance(ctx, 10, excluded={TopicPartition("t", 2)})
     assert [e.tp.partition for e in moves] == [0]
     ctx.live_brokers.pop(1)

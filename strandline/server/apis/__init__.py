@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from strandline.server.apis import (
+    acls,
     admin_elect,
     api_versions,
     configs,
@@ -18,6 +19,8 @@ from strandline.server.apis import (
     offset_for_leader_epoch,
     produce,
     reassignments,
+    sasl,
+    scram_credentials,
     topics,
 )
 from strandline.server.apis.registry import REGISTRY, ApiSpec
@@ -26,6 +29,7 @@ from strandline.server.apis.registry import REGISTRY, ApiSpec
 __all__ = [
     "REGISTRY",
     "ApiSpec",
+    "acls",
     "admin_elect",
     "api_versions",
     "configs",
@@ -41,5 +45,7 @@ __all__ = [
     "offset_for_leader_epoch",
     "produce",
     "reassignments",
+    "sasl",
+    "scram_credentials",
     "topics",
 ]

@@ -18,8 +18,10 @@ from strandline.controller.decisions import PREFERRED_ELECTION
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import require_cluster
 from strandline.server.context import BrokerContext
 from strandline.types import TopicPartition
 
@@ -42,6 +44,7 @@ async def elect_leaders(ctx: BrokerContext, header: RequestHeader, request: Any)
     timeout_s = max(request.timeout.total_seconds(), 0.001)
     results: Results
     try:
+        require_cluster(ctx, AclOperation.ALTER)
         results = await asyncio.wait_for(
             ctx.controller.elect_leaders(tps, election_type), timeout_s
         )

@@ -17,8 +17,10 @@ from kio.schema.errors import ErrorCode
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import require_cluster, require_topic
 from strandline.server.context import BrokerContext
 from strandline.server.topic_configs import (
     RESOURCE_BROKER,
@@ -43,6 +45,7 @@ async def describe_configs(ctx: BrokerContext, header: RequestHeader, request: A
         error, message = ErrorCode.none, None
         entries: list[ConfigEntry] = []
         try:
+            _require(ctx, AclOperation.DESCRIBE_CONFIGS, res)
             if res.resource_type == RESOURCE_TOPIC:
                 entries = await ctx.topic_configs.describe_topic(res.resource_name)
             elif res.resource_type == RESOURCE_BROKER:
@@ -96,6 +99,7 @@ async def describe_configs(ctx: BrokerContext, header: RequestHeader, request: A
 @api(ALTER_CONFIGS, 0, 2)
 async def alter_configs(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     async def alter(res: Any) -> None:
+        _require(ctx, AclOperation.ALTER_CONFIGS, res)
         # A null value has no meaning in a full replacement: it is left out, as unset.
         configs = {c.name: c.value for c in res.configs if c.value is not None}
         if res.resource_type == RESOURCE_BROKER:
@@ -109,6 +113,7 @@ async def alter_configs(ctx: BrokerContext, header: RequestHeader, request: Any)
 @api(INCREMENTAL_ALTER_CONFIGS, 0, 1)
 async def incremental_alter_configs(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     async def alter(res: Any) -> None:
+        _require(ctx, AclOperation.ALTER_CONFIGS, res)
         ops = [AlterOp(c.name, c.config_operation, c.value) for c in res.configs]
         if res.resource_type == RESOURCE_BROKER:
             await ctx.topic_configs.incremental_alter_broker(
@@ -120,6 +125,14 @@ async def incremental_alter_configs(ctx: BrokerContext, header: RequestHeader, r
     return await _alter(
         INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigsResponse", header, request, alter
     )
+
+
+def _require(ctx: BrokerContext, operation: AclOperation, res: Any) -> None:
+    """Topic configs need the operation on the topic, broker configs on the cluster."""
+    if res.resource_type == RESOURCE_TOPIC:
+        require_topic(ctx, operation, res.resource_name)
+    elif res.resource_type == RESOURCE_BROKER:
+        require_cluster(ctx, operation)
 
 
 async def _alter(

@@ -18,7 +18,9 @@ from strandline.protocol.controller_schema import (
     SUPPORTED_VERSIONS,
     UPDATE_METADATA,
 )
+from strandline.security.acl import AclOperation
 from strandline.server.apis.registry import api
+from strandline.server.authz import cluster_authorized, require_cluster
 from strandline.server.context import BrokerContext
 
 
@@ -26,6 +28,7 @@ from strandline.server.context import BrokerContext
 async def leader_and_isr(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     plain = cm.leader_and_isr_request_from_wire(request)
     try:
+        require_cluster(ctx, AclOperation.CLUSTER_ACTION)
         errors = await ctx.apply_controller_request(plain)
         assert isinstance(errors, dict)  # LeaderAndIsr answers per-partition errors
         response = cm.LeaderAndIsrResponse(ErrorCode.none, errors)
@@ -45,6 +48,7 @@ async def stop_replica(ctx: BrokerContext, header: RequestHeader, request: Any) 
     top = ErrorCode.none
     for plain in cm.stop_replica_request_from_wire(request):
         try:
+            require_cluster(ctx, AclOperation.CLUSTER_ACTION)
             await ctx.apply_controller_request(plain)
             errors.update(dict.fromkeys(plain.partitions, ErrorCode.none))
         except KafkaError as e:
@@ -56,6 +60,7 @@ async def stop_replica(ctx: BrokerContext, header: RequestHeader, request: Any) 
 @api(UPDATE_METADATA, *SUPPORTED_VERSIONS[UPDATE_METADATA])
 async def update_metadata(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     try:
+        require_cluster(ctx, AclOperation.CLUSTER_ACTION)
         await ctx.apply_controller_request(cm.update_metadata_request_from_wire(request))
         code = ErrorCode.none
     except KafkaError as e:
@@ -66,7 +71,9 @@ async def update_metadata(ctx: BrokerContext, header: RequestHeader, request: An
 @api(CONTROLLED_SHUTDOWN, *SUPPORTED_VERSIONS[CONTROLLED_SHUTDOWN])
 async def controlled_shutdown(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     plain = cm.controlled_shutdown_request_from_wire(request)
-    if not ctx.controller.is_active:
+    if not cluster_authorized(ctx, AclOperation.CLUSTER_ACTION):
+        response = cm.ControlledShutdownResponse(ErrorCode.cluster_authorization_failed)
+    elif not ctx.controller.is_active:
         response = cm.ControlledShutdownResponse(ErrorCode.not_controller)
     else:
         try:

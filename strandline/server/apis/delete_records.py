@@ -9,8 +9,10 @@ from kio.schema.errors import ErrorCode
 from strandline.errors import KafkaError, OffsetOutOfRangeError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import require_topic
 from strandline.server.context import BrokerContext
 from strandline.types import TopicPartition
 
@@ -31,6 +33,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             tp = TopicPartition(t.name, p.partition_index)
             error, low = ErrorCode.none, -1
             try:
+                require_topic(ctx, AclOperation.DELETE, t.name)
                 hosted = rm.leader_partition(tp)
                 offset = hosted.high_watermark if p.offset == HIGH_WATERMARK else p.offset
                 if offset < 0 or offset > hosted.high_watermark:

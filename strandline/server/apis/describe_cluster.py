@@ -16,6 +16,7 @@ from strandline.protocol.messages import build, response_class
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
 from strandline.server.context import BrokerContext
+from strandline.server.session import current_session
 
 API_KEY = 60
 ENDPOINT_TYPE_BROKER = 1
@@ -36,16 +37,18 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         message = f"endpoint type {endpoint_type} is not served; brokers are type 1"
     else:
         broker_cls = response_class(API_KEY, v, "DescribeClusterBroker")
+        listener = current_session().listener
         brokers = tuple(
             build(
                 broker_cls,
                 broker_id=b.broker_id,
-                host=b.host,
-                port=b.port,
+                host=address[0],
+                port=address[1],
                 rack=b.rack,
                 is_fenced=False,
             )
             for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+            if (address := b.address_for(listener)) is not None
         )
     return build(
         response_class(API_KEY, v, "DescribeClusterResponse"),

@@ -11,8 +11,10 @@ from kio.schema.errors import ErrorCode
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import authorized_names, cluster_authorized
 from strandline.server.context import BrokerContext
 from strandline.types import TopicPartition
 
@@ -45,6 +47,9 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         for t in request.topics
         for p in t.partitions
     ]
+    denied = _unauthorized(ctx, wanted, replica_id)
+    if denied:
+        wanted = [w for w in wanted if w.tp not in denied]
     throttle = rm.throttle
     # Replicas of a reassignment catching up, held to leader.replication.throttled.rate.
     throttled = {
@@ -95,7 +100,23 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         for tp, result in results.items():
             if result[1]:
                 ctx.metrics.bytes_out(tp.topic, len(result[1]), replication=replica_id >= 0)
+    for tp in denied:
+        results[tp] = (ErrorCode.topic_authorization_failed, b"", -1, -1)
     return _response(header.api_version, request, results)
+
+
+def _unauthorized(
+    ctx: BrokerContext, wanted: list[_Wanted], replica_id: int
+) -> set[TopicPartition]:
+    """A follower needs CLUSTER_ACTION on the cluster; a consumer READ on each topic."""
+    if replica_id >= 0:
+        if cluster_authorized(ctx, AclOperation.CLUSTER_ACTION):
+            return set()
+        return {w.tp for w in wanted}
+    allowed = authorized_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (w.tp.topic for w in wanted)
+    )
+    return {w.tp for w in wanted if w.tp.topic not in allowed}
 
 
 _Result = tuple[ErrorCode, bytes, int, int]  # error, records, high watermark, log start

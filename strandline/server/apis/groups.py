@@ -26,9 +26,12 @@ from strandline.group.model import Token
 from strandline.group.partitioning import OFFSETS_TOPIC, partition_for
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import authorized, authorized_names, cluster_authorized
 from strandline.server.context import BrokerContext
+from strandline.server.session import current_session
 from strandline.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,15 @@ def _client_host() -> str:
     # Kafka shows InetAddress.toString(): "/127.0.0.1".
     address = CLIENT_ADDRESS.get()
     return f"/{address}" if address else ""
+
+
+def _group_allowed(ctx: BrokerContext, operation: AclOperation, group_id: str) -> bool:
+    return authorized(ctx, operation, ResourceType.GROUP, group_id)
+
+
+def _denied_description(g: model.DescribedGroup) -> model.DescribedGroup:
+    """What DescribeGroups answers for a group the principal may not describe."""
+    return model.DescribedGroup(ErrorCode.group_authorization_failed, g.group_id, "")
 
 
 def _ms(value: datetime.timedelta) -> int:
@@ -119,19 +131,25 @@ def _coordinator_for(
         # No transaction coordinator: this broker answers InitProducerId itself (and
         # refuses transactional ids there with a clear, non-retriable error).
         me = cache.brokers.get(ctx.config.broker_id)
-        if me is None:
+        address = None if me is None else me.address_for(current_session().listener)
+        if me is None or address is None:
             return unavailable
-        return ErrorCode.none, me.broker_id, me.host, me.port
+        return ErrorCode.none, me.broker_id, *address
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.invalid_request, -1, "", -1
     if not key:
         return ErrorCode.invalid_group_id, -1, "", -1
+    if not authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed, -1, "", -1
     partitions = ctx.group_service.coordinator.num_partitions
     state = cache.partition(TopicPartition(OFFSETS_TOPIC, partition_for(key, partitions)))
     if state is None or state.leader not in cache.brokers:
         return unavailable
     leader = cache.brokers[state.leader]
-    return ErrorCode.none, leader.broker_id, leader.host, leader.port
+    address = leader.address_for(current_session().listener)
+    if address is None:
+        return unavailable
+    return ErrorCode.none, leader.broker_id, *address
 
 
 async def _ensure_offsets_topic(ctx: BrokerContext) -> None:
@@ -193,13 +211,17 @@ async def join_group(ctx: BrokerContext, header: RequestHeader, request: Any) ->
         require_known_member_id=v >= 4,
     )
     coordinator = ctx.group_service.coordinator
-    answer = await _ask(
-        ctx,
-        lambda token, now: coordinator.join_group(
-            dataclasses.replace(core_request, token=token), now
-        ),
-        model.JoinGroupResponse,
-    )
+    answer: model.JoinGroupResponse | None
+    if not _group_allowed(ctx, AclOperation.READ, request.group_id):
+        answer = model.JoinGroupResponse(ErrorCode.group_authorization_failed)
+    else:
+        answer = await _ask(
+            ctx,
+            lambda token, now: coordinator.join_group(
+                dataclasses.replace(core_request, token=token), now
+            ),
+            model.JoinGroupResponse,
+        )
     if answer is None:
         answer = model.JoinGroupResponse(ErrorCode.coordinator_not_available)
     member_cls = response_class(JOIN_GROUP, v, "JoinGroupResponseMember")
@@ -239,13 +261,17 @@ async def sync_group(ctx: BrokerContext, header: RequestHeader, request: Any) ->
         protocol_name=getattr(request, "protocol_name", None),
     )
     coordinator = ctx.group_service.coordinator
-    answer = await _ask(
-        ctx,
-        lambda token, now: coordinator.sync_group(
-            dataclasses.replace(core_request, token=token), now
-        ),
-        model.SyncGroupResponse,
-    )
+    answer: model.SyncGroupResponse | None
+    if not _group_allowed(ctx, AclOperation.READ, request.group_id):
+        answer = model.SyncGroupResponse(ErrorCode.group_authorization_failed)
+    else:
+        answer = await _ask(
+            ctx,
+            lambda token, now: coordinator.sync_group(
+                dataclasses.replace(core_request, token=token), now
+            ),
+            model.SyncGroupResponse,
+        )
     if answer is None:
         answer = model.SyncGroupResponse(ErrorCode.coordinator_not_available)
     return build(
@@ -267,6 +293,12 @@ async def heartbeat(ctx: BrokerContext, header: RequestHeader, request: Any) -> 
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
     )
+    if not _group_allowed(ctx, AclOperation.READ, request.group_id):
+        return build(
+            response_class(HEARTBEAT, header.api_version, "HeartbeatResponse"),
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.group_authorization_failed,
+        )
     coordinator = ctx.group_service.coordinator
     answer = await _ask(
         ctx,
@@ -293,13 +325,17 @@ async def leave_group(ctx: BrokerContext, header: RequestHeader, request: Any) -
     else:
         members = (model.LeavingMember(request.member_id),)
     coordinator = ctx.group_service.coordinator
-    answer = await _ask(
-        ctx,
-        lambda token, now: coordinator.leave_group(
-            model.LeaveGroupRequest(token, request.group_id, members), now
-        ),
-        model.LeaveGroupResponse,
-    )
+    answer: model.LeaveGroupResponse | None
+    if not _group_allowed(ctx, AclOperation.READ, request.group_id):
+        answer = model.LeaveGroupResponse(ErrorCode.group_authorization_failed)
+    else:
+        answer = await _ask(
+            ctx,
+            lambda token, now: coordinator.leave_group(
+                model.LeaveGroupRequest(token, request.group_id, members), now
+            ),
+            model.LeaveGroupResponse,
+        )
     if answer is None:
         answer = model.LeaveGroupResponse(ErrorCode.coordinator_not_available)
     error = answer.error
@@ -345,29 +381,45 @@ async def offset_commit(ctx: BrokerContext, header: RequestHeader, request: Any)
                 )
             )
     retention = getattr(request, "retention_time", None)
+    # Kafka: READ on the group for all, READ on each topic for its partitions.
+    denied: dict[TopicPartition, ErrorCode] = {}
+    if not _group_allowed(ctx, AclOperation.READ, request.group_id):
+        denied = {tp: ErrorCode.group_authorization_failed for tp, _ in offsets}
+    else:
+        readable = authorized_names(
+            ctx, AclOperation.READ, ResourceType.TOPIC, (tp.topic for tp, _ in offsets)
+        )
+        denied = {
+            tp: ErrorCode.topic_authorization_failed
+            for tp, _ in offsets
+            if tp.topic not in readable
+        }
+    allowed_offsets = [(tp, o) for tp, o in offsets if tp not in denied]
     core_request = model.OffsetCommitRequest(
         token=None,
         group_id=request.group_id,
-        offsets=tuple(offsets),
+        offsets=tuple(allowed_offsets),
         generation_id=request.generation_id_or_member_epoch,
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
         retention_time_ms=_ms(retention) if retention is not None else -1,
     )
     coordinator = ctx.group_service.coordinator
-    answer = await _ask(
-        ctx,
-        lambda token, now: coordinator.offset_commit(
-            dataclasses.replace(core_request, token=token), now
-        ),
-        model.OffsetCommitResponse,
-    )
-    if answer is None:
-        answer = model.OffsetCommitResponse(
-            tuple((tp, ErrorCode.coordinator_not_available) for tp, _ in offsets)
+    answer = None
+    if allowed_offsets:
+        answer = await _ask(
+            ctx,
+            lambda token, now: coordinator.offset_commit(
+                dataclasses.replace(core_request, token=token), now
+            ),
+            model.OffsetCommitResponse,
         )
+        if answer is None:
+            answer = model.OffsetCommitResponse(
+                tuple((tp, ErrorCode.coordinator_not_available) for tp, _ in allowed_offsets)
+            )
     by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
-    for tp, error in answer.errors:
+    for tp, error in [*(answer.errors if answer else ()), *denied.items()]:
         by_topic.setdefault(tp.topic, []).append((tp.partition, error))
     partition_cls = response_class(OFFSET_COMMIT, v, "OffsetCommitResponsePartition")
     topic_cls = response_class(OFFSET_COMMIT, v, "OffsetCommitResponseTopic")
@@ -436,6 +488,8 @@ def _wanted_partitions(topics: Any) -> tuple[TopicPartition, ...] | None:
 async def _fetch_offsets(
     ctx: BrokerContext, group_id: str, wanted: tuple[TopicPartition, ...] | None
 ) -> model.OffsetFetchResponse:
+    if not _group_allowed(ctx, AclOperation.DESCRIBE, group_id):
+        return model.OffsetFetchResponse(ErrorCode.group_authorization_failed)
     coordinator = ctx.group_service.coordinator
     answer = await _ask(
         ctx,
@@ -444,7 +498,20 @@ async def _fetch_offsets(
         ),
         model.OffsetFetchResponse,
     )
-    return answer or model.OffsetFetchResponse(ErrorCode.coordinator_not_available)
+    if answer is None:
+        return model.OffsetFetchResponse(ErrorCode.coordinator_not_available)
+    # Topics the principal may not describe: an error where asked, left out otherwise.
+    visible = authorized_names(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (tp.topic for tp, _ in answer.offsets)
+    )
+    offsets = tuple(
+        (tp, fetched)
+        if tp.topic in visible
+        else (tp, model.FetchedOffset(-1, error=ErrorCode.topic_authorization_failed))
+        for tp, fetched in answer.offsets
+        if tp.topic in visible or wanted is not None
+    )
+    return dataclasses.replace(answer, offsets=offsets)
 
 
 def _fetched_topics(v: int, answer: model.OffsetFetchResponse, topic_name: str) -> tuple[Any, ...]:
@@ -474,7 +541,11 @@ def _fetched_topics(v: int, answer: model.OffsetFetchResponse, topic_name: str) 
 @api(DESCRIBE_GROUPS, 0, 5)
 async def describe_groups(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     v = header.api_version
-    described = ctx.group_service.coordinator.describe_groups(list(request.groups))
+    allowed = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.groups)
+    described = [
+        g if g.group_id in allowed else _denied_description(g)
+        for g in ctx.group_service.coordinator.describe_groups(list(request.groups))
+    ]
     group_cls = response_class(DESCRIBE_GROUPS, v, "DescribedGroup")
     member_cls = response_class(DESCRIBE_GROUPS, v, "DescribedGroupMember")
     return build(
@@ -512,6 +583,12 @@ async def list_groups(ctx: BrokerContext, header: RequestHeader, request: Any) -
     v = header.api_version
     states = list(getattr(request, "states_filter", ()) or ()) or None
     error, listed = ctx.group_service.coordinator.list_groups(states)
+    if not cluster_authorized(ctx, AclOperation.DESCRIBE):
+        # Kafka: without DESCRIBE on the cluster, only the groups one may describe.
+        visible = authorized_names(
+            ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in listed)
+        )
+        listed = [g for g in listed if g.group_id in visible]
     entry = response_class(LIST_GROUPS, v, "ListedGroup")
     return build(
         response_class(LIST_GROUPS, v, "ListGroupsResponse"),
@@ -528,8 +605,18 @@ async def list_groups(ctx: BrokerContext, header: RequestHeader, request: Any) -
 async def delete_groups(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     v = header.api_version
     service = ctx.group_service
-    results, effects = service.coordinator.delete_groups(list(request.groups_names), ctx.now_ms())
+    deletable = authorized_names(ctx, AclOperation.DELETE, ResourceType.GROUP, request.groups_names)
+    results, effects = service.coordinator.delete_groups(
+        [g for g in request.groups_names if g in deletable], ctx.now_ms()
+    )
     service.execute(effects)
+    results.update(
+        {
+            g: ErrorCode.group_authorization_failed
+            for g in request.groups_names
+            if g not in deletable
+        }
+    )
     entry = response_class(DELETE_GROUPS, v, "DeletableGroupResult")
     return build(
         response_class(DELETE_GROUPS, v, "DeleteGroupsResponse"),
@@ -550,10 +637,22 @@ async def offset_delete(ctx: BrokerContext, header: RequestHeader, request: Any)
     # have; only the others reach the coordinator.
     unknown: dict[TopicPartition, ErrorCode] = {}
     known: list[TopicPartition] = []
+    if not _group_allowed(ctx, AclOperation.DELETE, request.group_id):
+        return build(
+            response_class(OFFSET_DELETE, v, "OffsetDeleteResponse"),
+            error_code=ErrorCode.group_authorization_failed,
+            throttle_time=NO_THROTTLE,
+            topics=(),
+        )
+    readable = authorized_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     for topic in request.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, int(p.partition_index))
-            if ctx.metadata_cache.partition(tp) is None:
+            if topic.name not in readable:
+                unknown[tp] = ErrorCode.topic_authorization_failed
+            elif ctx.metadata_cache.partition(tp) is None:
                 unknown[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append(tp)

@@ -18,8 +18,10 @@ from kio.schema.errors import ErrorCode
 
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import any_authorized, cluster_authorized
 from strandline.server.context import BrokerContext
 
 API_KEY = 22
@@ -37,6 +39,12 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             header.client_id,
         )
         error = ErrorCode.unsupported_version
+    elif not (
+        cluster_authorized(ctx, AclOperation.IDEMPOTENT_WRITE)
+        or any_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        # Kafka 3: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic (KIP-679).
+        error = ErrorCode.cluster_authorization_failed
     else:
         try:
             producer_id, producer_epoch = await ctx.producer_ids.generate(), 0

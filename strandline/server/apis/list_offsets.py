@@ -10,8 +10,10 @@ from kio.schema.errors import ErrorCode
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import require_topic
 from strandline.server.context import BrokerContext
 from strandline.types import (
     CONSUMER_REPLICA_ID,
@@ -34,6 +36,8 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
             try:
+                if request.replica_id < 0:  # a follower's own lookups need no ACL
+                    require_topic(ctx, AclOperation.DESCRIBE, t.name)
                 offset, timestamp, epoch = _lookup(
                     ctx, tp, p.timestamp, request.replica_id, getattr(p, "current_leader_epoch", -1)
                 )

@@ -22,8 +22,10 @@ from kio.schema.errors import ErrorCode
 
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import cluster_authorized
 from strandline.server.context import BrokerContext
 from strandline.storage.log import Log
 from strandline.types import TopicPartition
@@ -53,6 +55,13 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     result_cls = response_class(API_KEY, v, "DescribeLogDirsResult")
     topic_cls = response_class(API_KEY, v, "DescribeLogDirsTopic")
     partition_cls = response_class(API_KEY, v, "DescribeLogDirsPartition")
+    if not cluster_authorized(ctx, AclOperation.DESCRIBE):
+        return build(
+            response_class(API_KEY, v, "DescribeLogDirsResponse"),
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed,
+            results=(),
+        )
     wanted = _wanted(request)
     by_dir: dict[Path, dict[str, list[tuple[TopicPartition, Log]]]] = defaultdict(
         lambda: defaultdict(list)

@@ -11,9 +11,12 @@ from kio.static.constants import uuid_zero
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import authorized, authorized_names, cluster_authorized
 from strandline.server.context import BrokerContext
+from strandline.server.session import current_session
 
 API_KEY = 3
 log = logging.getLogger(__name__)
@@ -28,9 +31,16 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     partition_cls = response_class(API_KEY, v, "MetadataResponsePartition")
 
     if request.topics is None:
-        names = sorted(cache.topics)
+        # Kafka lists only the topics the principal may describe, silently.
+        names = sorted(
+            authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, cache.topics)
+        )
+        denied: set[str] = set()
     else:
         names = [t.name for t in request.topics if t.name is not None]
+        denied = set(names) - authorized_names(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+        )
     allow_auto_create = getattr(request, "allow_auto_topic_creation", True)
 
     auto_create = request.topics is not None and allow_auto_create
@@ -38,10 +48,27 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     creation_errors = {
         name: await _auto_create(ctx, name)
         for name in names
-        if auto_create and not cache.has_topic(name)
+        if auto_create
+        and name not in denied
+        and not cache.has_topic(name)
+        and (
+            cluster_authorized(ctx, AclOperation.CREATE)
+            or authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+        )
     }
     topics = []
     for name in names:
+        if name in denied:
+            topics.append(
+                build(
+                    topic_cls,
+                    error_code=ErrorCode.topic_authorization_failed,
+                    name=name,
+                    topic_id=uuid_zero,
+                    partitions=(),
+                )
+            )
+            continue
         if not cache.has_topic(name):
             error = creation_errors.get(name, ErrorCode.unknown_topic_or_partition)
             topics.append(
@@ -73,9 +100,14 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                 partitions=tuple(partitions),
             )
         )
+    # Each broker's address on the listener this client connected to (Kafka leaves out
+    # brokers without that listener).
+    listener = current_session().listener
+    addresses = {b.broker_id: b.address_for(listener) for b in cache.brokers.values()}
     brokers = tuple(
-        build(broker_cls, node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+        build(broker_cls, node_id=b.broker_id, host=address[0], port=address[1], rack=b.rack)
         for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+        if (address := addresses[b.broker_id]) is not None
     )
     return build(
         response_class(API_KEY, v, "MetadataResponse"),

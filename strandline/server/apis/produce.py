@@ -12,8 +12,10 @@ from kio.schema.errors import ErrorCode
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import authorized_names
 from strandline.server.context import BrokerContext
 from strandline.types import TopicPartition
 
@@ -50,10 +52,16 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     rm = ctx.replica_manager
     now = ctx.now_ms()
     outcomes: dict[TopicPartition, _PartitionOutcome] = {}
+    writable = authorized_names(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data)
+    )
     for topic in request.topic_data:
         for pdata in topic.partition_data:
             tp = TopicPartition(topic.name, pdata.index)
             outcome = outcomes[tp] = _PartitionOutcome()
+            if topic.name not in writable:
+                outcome.fail(ErrorCode.topic_authorization_failed, f"not authorized to write {tp}")
+                continue
             if acks not in (0, 1, -1):
                 outcome.fail(ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1")
                 continue

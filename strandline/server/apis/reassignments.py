@@ -15,8 +15,10 @@ from kio.schema.errors import ErrorCode
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import require_cluster
 from strandline.server.context import BrokerContext
 from strandline.types import TopicPartition
 
@@ -51,6 +53,7 @@ async def alter_partition_reassignments(
             wanted[tp] = target
     top_error, top_message = ErrorCode.none, None
     try:
+        require_cluster(ctx, AclOperation.ALTER)
         results.update(
             await asyncio.wait_for(
                 ctx.controller.alter_partition_reassignments(wanted),
@@ -99,6 +102,7 @@ async def list_partition_reassignments(
         LIST_PARTITION_REASSIGNMENTS, v, "ListPartitionReassignmentsResponse"
     )
     try:
+        require_cluster(ctx, AclOperation.DESCRIBE)
         ongoing = ctx.controller.list_partition_reassignments(tps)
     except KafkaError as e:
         return build(

@@ -10,8 +10,10 @@ from kio.static.constants import uuid_zero
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import AclOperation
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import cluster_authorized, require_topic
 from strandline.server.context import BrokerContext
 
 CREATE_TOPICS = 19
@@ -34,6 +36,8 @@ async def create_topics(ctx: BrokerContext, header: RequestHeader, request: Any)
         else:
             seen.add(topic.name)
             try:
+                if not cluster_authorized(ctx, AclOperation.CREATE):
+                    require_topic(ctx, AclOperation.CREATE, topic.name)
                 assignment = (
                     {a.partition_index: list(a.broker_ids) for a in topic.assignments}
                     if topic.assignments
@@ -79,6 +83,7 @@ async def delete_topics(ctx: BrokerContext, header: RequestHeader, request: Any)
     for name in request.topic_names:
         error, message = ErrorCode.none, None
         try:
+            require_topic(ctx, AclOperation.DELETE, name)
             await ctx.topic_admin.delete_topic(name, timeout_s)
         except KafkaError as e:
             error, message = e.code, str(e)
@@ -99,6 +104,7 @@ async def create_partitions(ctx: BrokerContext, header: RequestHeader, request: 
     for topic in request.topics:
         error, message = ErrorCode.none, None
         try:
+            require_topic(ctx, AclOperation.ALTER, topic.name)
             await ctx.topic_admin.create_partitions(
                 topic.name,
                 topic.count,

@@ -1,0 +1,146 @@
+"""Carry out the controller's ZooKeeper effects on a client.
+
+Every write is fenced by the controller epoch (one ZooKeeper multi-op whose first op
+checks /controller_epoch's version): a controller that lost its election without
+knowing it yet cannot change anything. The same function serves the real broker (a
+`ZkClient` over kazoo, called on a worker thread) and the simulator
+(`strandline.sim.zookeeper.SimZkClient`), so both run the same reads and conditional
+writes for the same effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from strandline.controller import effects as fx
+from strandline.coordination import znodes
+from strandline.coordination.errors import ControllerMovedError, ZkVersionConflictError
+from strandline.coordination.zk_ops import CreateWrite, DeleteWrite, SetWrite, ZkWrite
+from strandline.coordination.znodes import BrokerRegistration, LeaderAndIsr
+from strandline.types import TopicPartition
+
+
+class ControllerZk(Protocol):
+    """The ZooKeeper operations the controller uses (ZkClient's names)."""
+
+    def get_controller(self) -> int | None: ...
+    def try_elect_controller(self, broker_id: int) -> int | None: ...
+    def resign_controller(self, broker_id: int) -> None: ...
+    def get_live_brokers(self) -> dict[int, BrokerRegistration]: ...
+    def get_all_topics(self) -> list[str]: ...
+    def get_topic_assignment(self, name: str) -> dict[int, list[int]] | None: ...
+    def get_partition_states(
+        self, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, tuple[LeaderAndIsr, int]]: ...
+    def create_partition_states(
+        self, states: dict[TopicPartition, LeaderAndIsr], fence_controller_epoch: bool = False
+    ) -> dict[TopicPartition, int | Exception]: ...
+    def update_partition_states(
+        self,
+        updates: dict[TopicPartition, tuple[LeaderAndIsr, int]],
+        fence_controller_epoch: bool = False,
+    ) -> dict[TopicPartition, int | Exception]: ...
+    def get_topics_marked_for_deletion(self) -> list[str]: ...
+    def get_isr_change_notifications(self) -> dict[str, list[TopicPartition]]: ...
+    def get_preferred_replica_election(self) -> list[TopicPartition]: ...
+    def get_partition_reassignment(self) -> dict[TopicPartition, list[int]]: ...
+    def children_or_none(self, path: str) -> list[str] | None: ...
+    def fenced_multi(self, writes: Sequence[ZkWrite]) -> None: ...
+
+
+def perform(effect: fx.ZkEffect, zk: ControllerZk) -> Any:
+    """Run one ZooKeeper effect; returns what the procedure expects back."""
+    match effect:
+        case fx.ReadController():
+            return zk.get_controller()
+        case fx.ElectController(broker_id):
+            return zk.try_elect_controller(broker_id)
+        case fx.ResignController(broker_id):
+            return zk.resign_controller(broker_id)
+        case fx.ReadLiveBrokers():
+            return zk.get_live_brokers()
+        case fx.ReadTopics():
+            return zk.get_all_topics()
+        case fx.ReadAssignment(topic):
+            return zk.get_topic_assignment(topic)
+        case fx.WriteAssignment(topic, assignment):
+            data = znodes.encode_topic_assignment(assignment)
+            return _fenced(zk, lambda: [SetWrite(znodes.topic_path(topic), data)])
+        case fx.ReadPartitionStates(tps):
+            return zk.get_partition_states(tps)
+        case fx.WritePartitionStates(creates, updates):
+            results: dict[TopicPartition, int | Exception] = {}
+            if creates:
+                results.update(zk.create_partition_states(creates, True))
+            if updates:
+                results.update(zk.update_partition_states(updates, True))
+            moved = [r for r in results.values() if isinstance(r, ControllerMovedError)]
+            if moved:
+                raise moved[0]  # the procedure ends: we are no longer the controller
+            return results
+        case fx.ReadTopicsToDelete():
+            return zk.get_topics_marked_for_deletion()
+        case fx.DeleteTopicZnodes(topic):
+            roots = (
+                znodes.topic_path(topic),
+                znodes.topic_config_path(topic),
+                znodes.delete_topic_path(topic),
+            )
+            return _fenced(zk, lambda: [w for root in roots for w in _delete_tree(zk, root)])
+        case fx.ReadIsrChangeNotifications():
+            return zk.get_isr_change_notifications()
+        case fx.DeleteIsrChangeNotifications(names):
+            parent = znodes.ISR_CHANGE_NOTIFICATION_PATH
+
+            def existing() -> list[ZkWrite]:
+                present = set(zk.children_or_none(parent) or ())
+                return [DeleteWrite(f"{parent}/{n}") for n in names if n in present]
+
+            return _fenced(zk, existing)
+        case fx.ReadPreferredElection():
+            return zk.get_preferred_replica_election()
+        case fx.DeletePreferredElection():
+            path = znodes.PREFERRED_REPLICA_ELECTION_PATH
+            return _fenced(zk, lambda: _delete_tree(zk, path))
+        case fx.ReadReassignment():
+            return zk.get_partition_reassignment()
+        case fx.WriteReassignment(reassignment):
+            path = znodes.REASSIGN_PARTITIONS_PATH
+            if not reassignment:
+                return _fenced(zk, lambda: _delete_tree(zk, path))
+            data = znodes.encode_reassignment(reassignment)
+            return _fenced(
+                zk,
+                lambda: [
+                    CreateWrite(path, data)
+                    if zk.children_or_none(path) is None
+                    else SetWrite(path, data)
+                ],
+            )
+    raise TypeError(f"not a ZooKeeper effect: {effect!r}")
+
+
+def _fenced(zk: ControllerZk, writes: Callable[[], list[ZkWrite]]) -> None:
+    """Commit the writes behind the controller-epoch check. A znode that appeared or
+    vanished between reading and writing (another writer: a tool, a broker) means the
+    writes are built again from a fresh read; a moved controller epoch raises
+    ControllerMovedError, which ends the procedure."""
+    for attempt in range(3):
+        try:
+            zk.fenced_multi(writes())
+            return
+        except ZkVersionConflictError:
+            if attempt == 2:
+                raise
+
+
+def _delete_tree(zk: ControllerZk, root: str) -> list[ZkWrite]:
+    """Deletes for `root` and everything under it, children first; none if absent."""
+    children = zk.children_or_none(root)
+    if children is None:
+        return []
+    deletes: list[ZkWrite] = []
+    for child in children:
+        deletes += _delete_tree(zk, f"{root}/{child}")
+    return [*deletes, DeleteWrite(root)]

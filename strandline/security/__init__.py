@@ -1,0 +1,1 @@
+"""Kafka's security model: principals, SASL (PLAIN, SCRAM), TLS, ACL authorization."""

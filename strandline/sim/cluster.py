@@ -1,0 +1,1360 @@
+"""A deterministic simulator of a whole ZooKeeper-era cluster (seed 001).
+
+Several brokers, each with a ZooKeeper session on a `SimZooKeeper`, a broker epoch, a
+controller (the real `ControllerCore`, driven one effect per step so a controller can be
+mid-procedure while everything else moves), per-(controller, broker) FIFO request
+channels that can be held back or lose messages, and per-partition replicas whose
+replication decisions (HW, ISR, follower truncation) come from `strandline.replication`.
+
+This module is the simulator's *shell*: it carries out the controller core's effects
+the way `strandline.controller.controller` does with real ZooKeeper and sockets, and it
+applies controller requests the way `server/broker.py` and `server/replica_manager.py`
+do, through the same fencing rules (`strandline.replication.controller_fencing`). No
+election, fetch, HW or ISR rule lives here: elections come only from the controller
+core, replication decisions only from `strandline.replication`.
+
+Everything is deterministic for a given schedule: no clock, no randomness, no hash
+ordering of strings. The books the invariants need (acks, leaders per epoch, state-change
+log, topic incarnations) are kept beside the model; `cluster_invariants` judges them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from kio.schema.errors import ErrorCode
+
+from strandline.controller import effects as fx
+from strandline.controller import zk_effects
+from strandline.controller.procedures import ControllerCore, Procedure, RebalanceSettings
+from strandline.coordination import znodes
+from strandline.coordination.errors import ControllerMovedError
+from strandline.coordination.znodes import LeaderAndIsr
+from strandline.errors import KafkaError
+from strandline.protocol.controller_requests import (
+    LeaderAndIsrRequest,
+    PartitionState,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from strandline.replication import controller_fencing
+from strandline.replication.follower import FetchState, FollowerState, follower_high_watermark
+from strandline.replication.partition import Partition
+from strandline.replication.truncation import (
+    EpochEndOffset,
+    TruncationMode,
+    truncation_on_offset_out_of_range,
+)
+from strandline.sim.simulator import Replica
+from strandline.sim.zookeeper import SimZkClient, SimZooKeeper, ZkError
+from strandline.types import TopicPartition
+
+NO_LEADER = -1
+ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    brokers: tuple[int, ...] = (0, 1, 2)
+    # Topics created at start: (name, partitions, replication factor).
+    topics: tuple[tuple[str, int, int], ...] = (("t", 2, 3),)
+    min_insync_replicas: int = 2
+    unclean_leader_election: bool = False
+    replica_lag_time_max_ms: int = 500
+    step_ms: int = 10  # every event lets this much time pass
+    tick_ms: int = 250  # a Tick: half of replica.lag.time.max.ms, as Kafka checks
+    session_timeout_ms: int = 600  # a crashed broker's session expires this much later
+    truncation: TruncationMode = TruncationMode.KIP279
+    auto_leader_rebalance: bool = False
+
+
+# -- schedule events ------------------------------------------------------------------
+
+
+class Run(NamedTuple):
+    """`rounds` rounds of background work: watch notifications run, every controller
+    carries out one effect, every channel not held delivers one request, every live
+    follower fetches once."""
+
+    rounds: int = 1
+
+    def describe(self) -> str:
+        return f"run {self.rounds} round(s)"
+
+
+class ControllerStep(NamedTuple):
+    """Broker `broker`'s controller carries out one effect (or starts its next event)."""
+
+    broker: int
+
+    def describe(self) -> str:
+        return f"controller step on {self.broker}"
+
+
+class Notify(NamedTuple):
+    """The pending ZooKeeper watch notifications are delivered."""
+
+    def describe(self) -> str:
+        return "deliver ZooKeeper watch notifications"
+
+
+class Deliver(NamedTuple):
+    """The oldest request from controller `controller` to broker `broker` arrives."""
+
+    controller: int
+    broker: int
+
+    def describe(self) -> str:
+        return f"deliver one request {self.controller} -> {self.broker}"
+
+
+class Hold(NamedTuple):
+    """Requests from `controller` to `broker` are delayed for `rounds` Run rounds."""
+
+    controller: int
+    broker: int
+    rounds: int = 3
+
+    def describe(self) -> str:
+        return f"delay requests {self.controller} -> {self.broker} for {self.rounds} rounds"
+
+
+class LoseRequest(NamedTuple):
+    """The oldest request from `controller` to `broker` is lost."""
+
+    controller: int
+    broker: int
+
+    def describe(self) -> str:
+        return f"lose one request {self.controller} -> {self.broker}"
+
+
+class Fetch(NamedTuple):
+    """Broker `broker` runs one fetch round for every partition it follows; with `lose`
+    the leaders process the fetches but the responses are lost."""
+
+    broker: int
+    lose: bool = False
+
+    def describe(self) -> str:
+        return f"fetch round on {self.broker}" + (" (responses lost)" if self.lose else "")
+
+
+class Produce(NamedTuple):
+    """A producer sends `value` to the leader broker `via`'s metadata names."""
+
+    topic: str
+    partition: int
+    value: str
+    acks_all: bool
+    via: int
+
+    def describe(self) -> str:
+        acks = "all" if self.acks_all else "1"
+        return (
+            f"produce {self.value} to {self.topic}-{self.partition} (acks={acks}, via {self.via})"
+        )
+
+
+class Crash(NamedTuple):
+    """The broker process dies; its ZooKeeper session lives on until it expires."""
+
+    broker: int
+
+    def describe(self) -> str:
+        return f"crash broker {self.broker}"
+
+
+class Restart(NamedTuple):
+    """A crashed broker starts again (after its old session expired)."""
+
+    broker: int
+
+    def describe(self) -> str:
+        return f"restart broker {self.broker}"
+
+
+class ExpireSession(NamedTuple):
+    """ZooKeeper expires a live broker's session (a long GC pause): it registers again
+    with a new broker epoch and runs the controller election again."""
+
+    broker: int
+
+    def describe(self) -> str:
+        return f"expire the ZooKeeper session of broker {self.broker}"
+
+
+class Tick(NamedTuple):
+    """Time passes (tick_ms): leaders check for lagging followers; crashed brokers'
+    sessions expire once session_timeout_ms passed."""
+
+    def describe(self) -> str:
+        return "tick"
+
+
+class CreateTopic(NamedTuple):
+    topic: str
+    partitions: int = 1
+    replication_factor: int = 3
+
+    def describe(self) -> str:
+        return (
+            f"create topic {self.topic} ({self.partitions} partitions, "
+            f"replication factor {self.replication_factor})"
+        )
+
+
+class DeleteTopic(NamedTuple):
+    topic: str
+
+    def describe(self) -> str:
+        return f"delete topic {self.topic}"
+
+
+class Reassign(NamedTuple):
+    """kafka-reassign-partitions.sh --execute: write /admin/reassign_partitions (refused
+    while a reassignment is in progress, as the tool does)."""
+
+    topic: str
+    partition: int
+    target: tuple[int, ...]
+
+    def describe(self) -> str:
+        return f"reassign {self.topic}-{self.partition} to {list(self.target)}"
+
+
+class PreferredElection(NamedTuple):
+    """kafka-preferred-replica-election.sh for one partition."""
+
+    topic: str
+    partition: int
+
+    def describe(self) -> str:
+        return f"preferred replica election for {self.topic}-{self.partition}"
+
+
+ClusterEvent = (
+    Run
+    | ControllerStep
+    | Notify
+    | Deliver
+    | Hold
+    | LoseRequest
+    | Fetch
+    | Produce
+    | Crash
+    | Restart
+    | ExpireSession
+    | Tick
+    | CreateTopic
+    | DeleteTopic
+    | Reassign
+    | PreferredElection
+)
+
+# -- the model ------------------------------------------------------------------------
+
+
+class ClusterReplica(Replica):
+    """A broker's copy of one partition: the log on disk (Replica's epochs/values, HW,
+    epoch cache) and, while hosted, what the last LeaderAndIsr it accepted said."""
+
+    __slots__ = (
+        "tp",
+        "incarnation",
+        "hosted",
+        "leader",
+        "leader_epoch",
+        "isr",
+        "assigned",
+        "zk_version",
+        "controller_epoch",
+        "waiting",
+    )
+
+    def __init__(
+        self, broker_id: int, mode: TruncationMode, tp: TopicPartition, incarnation: int
+    ) -> None:
+        super().__init__(broker_id, mode)
+        self.tp = tp
+        # Which creation of the topic name this log belongs to: the simulator's label
+        # for the invariants; the broker itself only knows the name (as Kafka's disk).
+        self.incarnation = incarnation
+        self.hosted = False
+        self.leader = NO_LEADER
+        self.leader_epoch = -1
+        self.isr: tuple[int, ...] = ()
+        self.assigned: tuple[int, ...] = ()
+        self.zk_version = -1
+        self.controller_epoch = -1
+        # acks=all produces waiting for the HW: (offset, value, epoch).
+        self.waiting: list[tuple[int, str, int]] = []
+
+
+class Message(NamedTuple):
+    request: ControllerRequest
+    deleting: str | None  # SendStopReplica's topic: answer with StopReplicaAnswered
+
+
+class Channel:
+    """One controller's ordered request queue to one broker (Kafka's per-broker queue)."""
+
+    __slots__ = ("queue", "held")
+
+    def __init__(self) -> None:
+        self.queue: deque[Message] = deque()
+        self.held = 0
+
+
+class ControllerShell:
+    """The simulator's controller shell for one broker process: an event queue and at
+    most one procedure in progress, carried one effect per step."""
+
+    __slots__ = ("core", "events", "proc", "result", "watched_data", "watches", "incarnation")
+
+    def __init__(self, core: ControllerCore, incarnation: int) -> None:
+        self.core = core
+        self.events: deque[fx.ControllerEvent] = deque()
+        self.proc: Procedure | None = None
+        self.result: Any = None
+        # As controller.py: one data watch per path for the life of the process
+        # (kazoo's watch outlives a failover).
+        self.watched_data: set[str] = set()
+        # Every watch registered, so a new session can register them again (kazoo
+        # re-arms its recipes on a new session).
+        self.watches: list[tuple[str, str, fx.ControllerEvent]] = []
+        self.incarnation = incarnation
+
+    @property
+    def idle(self) -> bool:
+        return self.proc is None and not self.events
+
+
+class SimBroker:
+    __slots__ = (
+        "broker_id",
+        "alive",
+        "incarnation",
+        "zk",
+        "broker_epoch",
+        "controller_epoch",
+        "applied_controller_epoch",
+        "metadata",
+        "metadata_controller",
+        "replicas",
+        "shell",
+        "crashed_at_ms",
+    )
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.alive = False
+        self.incarnation = 0  # process starts (restarts) so far
+        self.zk: SimZkClient | None = None
+        self.broker_epoch = -1
+        # The newest controller epoch heard from (replica_manager.controller_epoch).
+        self.controller_epoch = 0
+        # Controller epoch of the last request this process applied (the invariants
+        # check it never goes back within one process lifetime).
+        self.applied_controller_epoch = 0
+        self.metadata: dict[TopicPartition, PartitionState] = {}
+        self.metadata_controller = -1
+        self.replicas: dict[TopicPartition, ClusterReplica] = {}
+        self.shell: ControllerShell | None = None
+        self.crashed_at_ms = 0
+
+
+class AckedWrite(NamedTuple):
+    tp: TopicPartition
+    incarnation: int
+    offset: int
+    value: str
+    epoch: int
+    acks_all: bool
+    leader: int
+    isr: frozenset[int]
+    holders: frozenset[int]
+    # The topic was marked for deletion when the ack went out: its replicas are being
+    # deleted, so no durability promise is left to keep.
+    deleting: bool = False
+
+
+class StateChangeLine(NamedTuple):
+    now_ms: int
+    broker: int
+    kind: str
+    fields: dict[str, Any]
+
+
+@dataclass
+class Books:
+    """What the invariants need beyond the model itself."""
+
+    # (topic, incarnation, partition, leader epoch) -> the broker that led it.
+    leaders: dict[tuple[str, int, int, int], int] = field(default_factory=dict)
+    acked: list[AckedWrite] = field(default_factory=list)
+    acked_checked: int = 0
+    failed_produces: list[tuple[str, str]] = field(default_factory=list)
+    state_changes: list[StateChangeLine] = field(default_factory=list)
+    state_changes_checked: int = 0
+    # (topic, incarnation, partition) that had an unclean election.
+    unclean: set[tuple[str, int, int]] = field(default_factory=set)
+    # (topic, incarnation) whose deletion completed (its znodes were deleted) -> the
+    # (broker, partition) replicas it was assigned then.
+    deleted: dict[tuple[str, int], set[tuple[int, int]]] = field(default_factory=dict)
+    # (topic, incarnation, partition) -> the target of the latest accepted request.
+    reassignments: dict[tuple[str, int, int], tuple[int, ...]] = field(default_factory=dict)
+    # Problems the model itself detected while acting (e.g. a lagging ack).
+    problems: list[str] = field(default_factory=list)
+    fenced_requests: int = 0
+
+
+class ClusterSim:
+    """The whole cluster. `step(event)` applies one schedule event."""
+
+    def __init__(
+        self, config: ClusterConfig | None = None, record: bool = False, settled: bool = True
+    ) -> None:
+        """Brokers start, topics are created; with `settled` the cluster then runs until
+        quiet (a controller elected, every partition online and in sync), so schedules
+        start from a healthy cluster."""
+        self.config = config or ClusterConfig()
+        self.record = record
+        self.now_ms = 0
+        self.zk = SimZooKeeper(now_ms=lambda: self.now_ms)
+        self.admin = SimZkClient(self.zk, self.zk.new_session())
+        self.brokers: dict[int, SimBroker] = {b: SimBroker(b) for b in self.config.brokers}
+        self.channels: dict[tuple[int, int], Channel] = {}
+        # topic -> how many times it has been created (its current incarnation).
+        self.incarnations: dict[str, int] = {}
+        self.books = Books()
+        self.notes: list[str] = []
+        self.steps = 0
+        for broker_id in self.config.brokers:
+            self._start_broker(self.brokers[broker_id])
+        for name, partitions, rf in self.config.topics:
+            self._create_topic(CreateTopic(name, partitions, rf))
+        if settled:
+            self.settle()
+
+    # -- helpers ------------------------------------------------------------------
+
+    def _note(self, text: str) -> None:
+        if self.record:
+            self.notes.append(text)
+
+    def _unclean(self, _topic: str) -> bool:
+        return self.config.unclean_leader_election
+
+    def incarnation_of(self, topic: str) -> int:
+        return self.incarnations.get(topic, 0)
+
+    def live_broker_ids(self) -> list[int]:
+        return [b for b, broker in self.brokers.items() if broker.alive]
+
+    # -- broker lifecycle -----------------------------------------------------------
+
+    def _start_broker(self, broker: SimBroker) -> None:
+        """KafkaServer.startup: a new ZooKeeper session, stray logs deleted, registration
+        (the broker epoch), the controller's /controller watch and its Startup event."""
+        broker.alive = True
+        broker.incarnation += 1
+        broker.controller_epoch = 0
+        broker.applied_controller_epoch = 0
+        broker.metadata = {}
+        broker.metadata_controller = -1
+        zk = SimZkClient(self.zk, self.zk.new_session())
+        broker.zk = zk
+        for replica in broker.replicas.values():
+            self._reload_from_disk(replica)
+        self._delete_stray_logs(broker)
+        broker.broker_epoch = zk.register_broker(broker.broker_id, f"b{broker.broker_id}", 9092)
+        core = ControllerCore(
+            broker.broker_id,
+            self._unclean,
+            RebalanceSettings(enable=self.config.auto_leader_rebalance),
+        )
+        shell = ControllerShell(core, broker.incarnation)
+        broker.shell = shell
+        self._watch_controller(broker)
+        shell.events.append(fx.Startup())
+        self._note(f"broker {broker.broker_id} starts, broker epoch {broker.broker_epoch}")
+
+    def _reload_from_disk(self, replica: ClusterReplica) -> None:
+        # What survives a restart: the log, the HW checkpoint and the epoch cache; the
+        # role comes again from the controller's LeaderAndIsr.
+        replica.hosted = False
+        replica.partition = None
+        replica.held_response = None
+        replica.leader = NO_LEADER
+        replica.leader_epoch = -1
+        replica.waiting = []
+        if replica.high_watermark > replica.log_end_offset:
+            replica.high_watermark = replica.log_end_offset
+        replica.epoch_cache.truncate_from_end(replica.log_end_offset)
+        replica.follower = FollowerState(self.config.truncation)
+
+    def _delete_stray_logs(self, broker: SimBroker) -> None:
+        """As Broker._delete_stray_logs: a log whose partition ZooKeeper no longer assigns
+        to this broker goes (a topic still marked for deletion keeps its znodes, so its
+        replicas stay for the controller's StopReplica)."""
+        assert broker.zk is not None
+        assignments: dict[str, dict[int, list[int]] | None] = {}
+        for tp in sorted(broker.replicas):
+            if tp.topic not in assignments:
+                assignments[tp.topic] = broker.zk.get_topic_assignment(tp.topic)
+            assignment = assignments[tp.topic]
+            if assignment is None or broker.broker_id not in assignment.get(tp.partition, ()):
+                del broker.replicas[tp]
+                self._log(broker.broker_id, "stray-replica-deleted", tp=tp)
+
+    def _watch_controller(self, broker: SimBroker) -> None:
+        assert broker.zk is not None and broker.shell is not None
+        shell = broker.shell
+
+        def on_controller(_data: bytes | None, _stat: object) -> None:
+            shell.events.append(fx.ControllerChange())
+
+        broker.zk.watch_data(znodes.CONTROLLER_PATH, on_controller)
+
+    def _crash(self, broker: SimBroker) -> None:
+        if not broker.alive:
+            return
+        broker.alive = False
+        broker.crashed_at_ms = self.now_ms
+        if broker.shell is not None:
+            if broker.shell.proc is not None:
+                broker.shell.proc.close()
+            broker.shell = None
+        for replica in broker.replicas.values():
+            self._fail_waiting(replica, "NOT_LEADER_OR_FOLLOWER")
+            replica.partition = None
+            replica.hosted = False
+        # The process's outgoing request queues die with it; requests to it are lost.
+        for (src, dst), channel in self.channels.items():
+            if src == broker.broker_id or dst == broker.broker_id:
+                channel.queue.clear()
+                channel.held = 0
+        self._note(f"broker {broker.broker_id} crashes (its session lives until it expires)")
+
+    def _restart(self, broker: SimBroker) -> None:
+        if broker.alive:
+            return
+        # register_broker would fail while the old ephemeral znode exists: the broker
+        # waits that long (the old session expires first).
+        if broker.zk is not None:
+            broker.zk.close()
+        self._start_broker(broker)
+
+    def _expire_session(self, broker: SimBroker) -> None:
+        """The session expires while the process lives: Kafka's re-registration. The
+        controller keeps its context (a zombie) until it processes ControllerChange."""
+        if not broker.alive or broker.zk is None or broker.shell is None:
+            return
+        old = broker.zk
+        old.close()
+        zk = SimZkClient(self.zk, self.zk.new_session())
+        # The same ZkClient object lives on in a real broker: it keeps the fencing
+        # version of its last won election.
+        zk.controller_epoch_zk_version = old.controller_epoch_zk_version
+        broker.zk = zk
+        broker.broker_epoch = zk.register_broker(broker.broker_id, f"b{broker.broker_id}", 9092)
+        self._watch_controller(broker)
+        shell = broker.shell
+        for path, kind, event in shell.watches:
+            self._register_watch(broker, path, kind, event)
+        shell.events.append(fx.ControllerChange())
+        self._note(
+            f"broker {broker.broker_id}: ZooKeeper session expired; registered again with "
+            f"broker epoch {broker.broker_epoch}"
+        )
+
+    # -- the controller shell -------------------------------------------------------------
+
+    def _register_watch(
+        self, broker: SimBroker, path: str, kind: str, event: fx.ControllerEvent
+    ) -> None:
+        assert broker.zk is not None and broker.shell is not None
+        events = broker.shell.events
+        if kind == "children":
+
+            def on_children(_children: list[str]) -> None:
+                events.append(event)
+
+            broker.zk.watch_children(path, on_children)
+        else:
+
+            def when_present(data: bytes | None, _stat: object) -> None:
+                if data is not None:
+                    events.append(event)
+
+            broker.zk.watch_data(path, when_present)
+
+    def controller_step(self, broker: SimBroker) -> bool:
+        """Carry out one effect of the broker's controller; False when it had nothing."""
+        shell = broker.shell
+        if not broker.alive or shell is None:
+            return False
+        if shell.proc is None:
+            if not shell.events:
+                return False
+            event = shell.events.popleft()
+            shell.proc = shell.core.handle(event)
+            shell.result = None
+        proc = shell.proc
+        try:
+            effect = proc.send(shell.result)
+        except StopIteration:
+            shell.proc = None
+            return True
+        except KafkaError:
+            # The error answer (NotControllerError for a broker that is not the
+            # controller): nobody waits for it in the simulator.
+            shell.proc = None
+            return True
+        if self.record:
+            self._note_effect(broker, effect)
+        try:
+            shell.result = self._carry_out(broker, shell, effect)
+        except (ZkError, KafkaError) as e:
+            # As controller.py: an effect that raises ends the procedure (logged there);
+            # a fenced write makes the controller look at /controller again.
+            proc.close()
+            shell.proc = None
+            if isinstance(e, ControllerMovedError):
+                shell.events.append(fx.ControllerChange())
+            self._note(f"controller {broker.broker_id}: {type(e).__name__} ends the procedure")
+        return True
+
+    def _note_effect(self, broker: SimBroker, effect: fx.Effect) -> None:
+        """The controller's steps, as seed 001 lists them (state-change lines are noted
+        when they are logged)."""
+        if isinstance(effect, fx.StateChange):
+            return
+        ctx = broker.shell.core.ctx if broker.shell is not None else None
+        epoch = f"epoch {ctx.epoch}" if ctx is not None else "not controller"
+        match effect:
+            case fx.SendLeaderAndIsr(broker_id, request) | fx.SendUpdateMetadata(
+                broker_id, request
+            ):
+                what = (
+                    f"{type(effect).__name__[4:]} -> broker {broker_id} "
+                    f"(controller epoch {request.controller_epoch})"
+                )
+            case fx.SendStopReplica(broker_id, request, _deleting):
+                what = (
+                    f"StopReplica{list(map(str, request.partitions))} -> broker {broker_id} "
+                    f"(delete={request.delete_partitions})"
+                )
+            case fx.WatchChildren(path, _) | fx.WatchData(path, _):
+                what = f"watch {path}"
+            case _:
+                fields = ", ".join(f"{v}" for v in vars(effect).values())
+                what = f"{type(effect).__name__}({fields})" if fields else type(effect).__name__
+        self._note(f"controller {broker.broker_id} ({epoch}): {what}")
+
+    def _carry_out(self, broker: SimBroker, shell: ControllerShell, effect: fx.Effect) -> Any:
+        assert broker.zk is not None
+        match effect:
+            case fx.SendLeaderAndIsr(broker_id, request):
+                self._send(broker, broker_id, request, None)
+            case fx.SendUpdateMetadata(broker_id, request):
+                self._send(broker, broker_id, request, None)
+            case fx.SendStopReplica(broker_id, request, deleting):
+                self._send(broker, broker_id, request, deleting)
+            case fx.ForgetBrokers(broker_ids):
+                for dead in broker_ids:
+                    channel = self.channels.get((broker.broker_id, dead))
+                    if channel is not None:
+                        channel.queue.clear()
+            case fx.StateChange(kind, fields):
+                self._state_change(broker.broker_id, kind, fields)
+            case fx.WatchChildren(path, event):
+                shell.watches.append((path, "children", event))
+                self._register_watch(broker, path, "children", event)
+            case fx.WatchData(path, event):
+                if path not in shell.watched_data:
+                    shell.watched_data.add(path)
+                    shell.watches.append((path, "data", event))
+                    self._register_watch(broker, path, "data", event)
+                else:  # as controller.py: the watch's first firing, for this term
+                    shell.events.append(event)
+            case fx.BecameController(epoch):
+                self._note(f"broker {broker.broker_id} is the controller (epoch {epoch})")
+            case fx.Resigned():
+                self._note(f"broker {broker.broker_id} resigned as controller")
+            case fx.DeleteTopicZnodes(topic):
+                # The replicas the deletion waited for: ZooKeeper's assignment now.
+                assignment = broker.zk.get_topic_assignment(topic) or {}
+                result = zk_effects.perform(effect, broker.zk)
+                key = (topic, self.incarnation_of(topic))
+                self.books.deleted[key] = {
+                    (b, p) for p, replicas in assignment.items() for b in replicas
+                }
+                return result
+            case _:
+                return zk_effects.perform(effect, broker.zk)
+        return None
+
+    def _log(self, who: int, kind: str, **fields: Any) -> None:
+        self._state_change(who, kind, fields)
+
+    def _state_change(self, who: int, kind: str, fields: dict[str, Any]) -> None:
+        """One line of the (cluster-wide, merged) state-change log."""
+        self.books.state_changes.append(StateChangeLine(self.now_ms, who, kind, fields))
+        if kind == "unclean-leader-election":
+            tp = fields["tp"]
+            self.books.unclean.add((tp.topic, self.incarnation_of(tp.topic), tp.partition))
+        if self.record:
+            shown = ", ".join(f"{k}={v}" for k, v in fields.items())
+            self.notes.append(f"[{who}] {kind} {shown}")
+
+    def _send(
+        self,
+        controller: SimBroker,
+        broker_id: int,
+        request: ControllerRequest,
+        deleting: str | None,
+    ) -> None:
+        if broker_id == controller.broker_id:
+            # As ControllerChannel: the controller's own broker applies it in-process.
+            self._apply_request(controller, controller, Message(request, deleting))
+            return
+        key = (controller.broker_id, broker_id)
+        channel = self.channels.get(key)
+        if channel is None:
+            channel = self.channels[key] = Channel()
+        channel.queue.append(Message(request, deleting))
+
+    def deliver(self, controller_id: int, broker_id: int) -> bool:
+        channel = self.channels.get((controller_id, broker_id))
+        if channel is None or not channel.queue:
+            return False
+        message = channel.queue.popleft()
+        target = self.brokers[broker_id]
+        if not target.alive:
+            return True  # lost with the connection; never answered
+        self._apply_request(self.brokers[controller_id], target, message)
+        return True
+
+    # -- the broker side of controller requests ----------------------------------------
+
+    def _apply_request(self, controller: SimBroker, broker: SimBroker, message: Message) -> None:
+        request = message.request
+        error = controller_fencing.controller_request_error(
+            request.controller_epoch,
+            broker.controller_epoch,
+            request.broker_epoch,
+            broker.broker_epoch,
+        )
+        kind = type(request).__name__
+        if error is not None:
+            self.books.fenced_requests += 1
+            self._log(
+                broker.broker_id,
+                "rejected-stale-controller"
+                if error == ErrorCode.stale_controller_epoch
+                else "rejected-stale-broker-epoch",
+                request=kind,
+                controller=request.controller_id,
+                controller_epoch=request.controller_epoch,
+                current=broker.controller_epoch,
+            )
+        else:
+            broker.controller_epoch = max(broker.controller_epoch, request.controller_epoch)
+            if request.controller_epoch < broker.applied_controller_epoch:
+                self.books.problems.append(
+                    f"broker {broker.broker_id} applied a {kind} of controller epoch "
+                    f"{request.controller_epoch} after one of epoch "
+                    f"{broker.applied_controller_epoch}"
+                )
+            broker.applied_controller_epoch = max(
+                broker.applied_controller_epoch, request.controller_epoch
+            )
+            if isinstance(request, LeaderAndIsrRequest):
+                self._leader_and_isr(broker, request)
+            elif isinstance(request, UpdateMetadataRequest):
+                self._update_metadata(broker, request)
+            else:
+                for tp in request.partitions:
+                    self._stop_replica(broker, tp, request.delete_partitions)
+        if message.deleting is not None:
+            # The answer goes back to the controller process that asked, if it still runs.
+            shell = controller.shell
+            if controller.alive and shell is not None:
+                shell.events.append(
+                    fx.StopReplicaAnswered(
+                        message.deleting, broker.broker_id, error or ErrorCode.none
+                    )
+                )
+
+    def _leader_and_isr(self, broker: SimBroker, request: LeaderAndIsrRequest) -> None:
+        """ReplicaManager.become_leader_or_follower."""
+        for state in request.partitions:
+            tp = state.tp
+            replica = broker.replicas.get(tp)
+            current = replica.leader_epoch if replica is not None and replica.hosted else None
+            error = controller_fencing.leader_and_isr_state_error(
+                broker.broker_id, state.replicas, state.leader_epoch, current
+            )
+            if error is not None:
+                continue
+            if replica is None:
+                replica = ClusterReplica(
+                    broker.broker_id, self.config.truncation, tp, self.incarnation_of(tp.topic)
+                )
+                broker.replicas[tp] = replica
+            replica.hosted = True
+            replica.leader = state.leader
+            replica.leader_epoch = state.leader_epoch
+            replica.isr = state.isr
+            replica.assigned = state.replicas
+            replica.zk_version = state.zk_version
+            replica.controller_epoch = state.controller_epoch
+            if state.leader == broker.broker_id:
+                self._make_leader(broker, replica)
+            else:
+                self._make_follower(replica)
+
+    def _make_leader(self, broker: SimBroker, replica: ClusterReplica) -> None:
+        tp = replica.tp
+        key = (tp.topic, replica.incarnation, tp.partition, replica.leader_epoch)
+        previous = self.books.leaders.setdefault(key, broker.broker_id)
+        if previous != broker.broker_id:
+            self.books.problems.append(
+                f"{tp} leader epoch {replica.leader_epoch}: both broker {previous} and "
+                f"broker {broker.broker_id} led it"
+            )
+        self._fail_waiting(replica, "NOT_LEADER_OR_FOLLOWER")
+        replica.held_response = None
+        replica.epoch_cache.assign(replica.leader_epoch, replica.log_end_offset)
+        partition = Partition(broker.broker_id, self.config.replica_lag_time_max_ms)
+        replica.partition = partition
+        partition.become_leader(
+            replica.leader_epoch,
+            frozenset(replica.isr),
+            list(replica.assigned),
+            replica.log_end_offset,
+            replica.high_watermark,
+            self.now_ms,
+        )
+        replica.high_watermark = partition.high_watermark
+        self._note(
+            f"broker {broker.broker_id} leads {tp} in epoch {replica.leader_epoch}, "
+            f"ISR {list(replica.isr)}"
+        )
+
+    def _make_follower(self, replica: ClusterReplica) -> None:
+        if replica.partition is not None:
+            replica.high_watermark = replica.partition.high_watermark
+            replica.partition = None
+        self._fail_waiting(replica, "NOT_LEADER_OR_FOLLOWER")
+        follower = FollowerState(self.config.truncation)
+        cut = follower.become_follower(
+            replica.leader, replica.leader_epoch, replica.log_end_offset, replica.high_watermark
+        )
+        if cut is not None:
+            replica.truncate_to(cut)
+        replica.follower = follower
+        replica.held_response = None
+
+    def _update_metadata(self, broker: SimBroker, request: UpdateMetadataRequest) -> None:
+        broker.metadata_controller = request.controller_id
+        for state in request.partitions:
+            broker.metadata[state.tp] = state
+        if request.deleted_topics:
+            gone = set(request.deleted_topics)
+            for tp in [tp for tp in broker.metadata if tp.topic in gone]:
+                del broker.metadata[tp]
+
+    def _stop_replica(self, broker: SimBroker, tp: TopicPartition, delete: bool) -> None:
+        replica = broker.replicas.get(tp)
+        if replica is None:
+            return
+        self._fail_waiting(replica, "NOT_LEADER_OR_FOLLOWER")
+        if delete:
+            del broker.replicas[tp]
+            self._note(f"broker {broker.broker_id} deletes its replica of {tp}")
+        else:
+            replica.hosted = False
+            replica.partition = None
+            replica.leader_epoch = -1
+
+    # -- produce ----------------------------------------------------------------------
+
+    def _fail_waiting(self, replica: ClusterReplica, error: str) -> None:
+        if replica.waiting:
+            for _offset, value, _epoch in replica.waiting:
+                self.books.failed_produces.append((value, error))
+            replica.waiting = []
+
+    def _produce(self, event: Produce) -> None:
+        tp = TopicPartition(event.topic, event.partition)
+        via = self.brokers.get(event.via)
+        meta = None
+        if via is not None and via.alive:
+            meta = via.metadata.get(tp)
+        if meta is None or meta.leader == NO_LEADER:
+            self.books.failed_produces.append((event.value, "UNKNOWN_TOPIC_OR_PARTITION"))
+            return
+        leader = self.brokers[meta.leader]
+        replica = leader.replicas.get(tp) if leader.alive else None
+        partition = replica.partition if replica is not None else None
+        if replica is None or partition is None:
+            self.books.failed_produces.append((event.value, "NOT_LEADER_OR_FOLLOWER"))
+            return
+        acks = -1 if event.acks_all else 1
+        error = partition.check_produce(acks, self.config.min_insync_replicas)
+        if error != ErrorCode.none:
+            self.books.failed_produces.append((event.value, error.name))
+            self._note(f"{event.value} refused: {error.name}")
+            return
+        offset = replica.log_end_offset
+        epoch = replica.leader_epoch
+        replica.epochs.append(epoch)
+        replica.values.append(event.value)
+        self._note(f"broker {leader.broker_id} appends {event.value} to {tp} at offset {offset}")
+        if event.acks_all:
+            replica.waiting.append((offset, event.value, epoch))
+        else:
+            self._ack(leader, replica, offset, event.value, epoch, acks_all=False)
+        self._hw_moved(leader, replica, partition.on_append(replica.log_end_offset, self.now_ms))
+
+    def _ack(
+        self,
+        leader: SimBroker,
+        replica: ClusterReplica,
+        offset: int,
+        value: str,
+        epoch: int,
+        acks_all: bool,
+    ) -> None:
+        assert replica.partition is not None
+        isr = replica.partition.isr
+        holders = []
+        for broker_id in sorted(isr):
+            other = self.brokers[broker_id].replicas.get(replica.tp)
+            if (
+                other is not None
+                and other.log_end_offset > offset
+                and other.values[offset] == value
+                and other.epochs[offset] == epoch
+            ):
+                holders.append(broker_id)
+        self.books.acked.append(
+            AckedWrite(
+                replica.tp,
+                replica.incarnation,
+                offset,
+                value,
+                epoch,
+                acks_all,
+                leader.broker_id,
+                isr,
+                frozenset(holders),
+                replica.tp.topic in self.admin.get_topics_marked_for_deletion(),
+            )
+        )
+
+    def _hw_moved(self, broker: SimBroker, replica: ClusterReplica, advanced: int | None) -> None:
+        if advanced is None:
+            return
+        replica.high_watermark = advanced
+        partition = replica.partition
+        if not replica.waiting or partition is None:
+            return
+        still = []
+        for offset, value, epoch in replica.waiting:
+            answer = partition.produce_completion(offset, self.config.min_insync_replicas)
+            if answer is None:
+                still.append((offset, value, epoch))
+            elif answer == ErrorCode.none:
+                self._ack(broker, replica, offset, value, epoch, acks_all=True)
+                self._note(f"{value} acknowledged (acks=all) at offset {offset}")
+            else:
+                self.books.failed_produces.append((value, answer.name))
+        replica.waiting = still
+
+    # -- ISR changes by the leader ----------------------------------------------------------
+
+    def _write_isr(
+        self, broker: SimBroker, replica: ClusterReplica, new_isr: frozenset[int]
+    ) -> None:
+        """Broker._write_isr + ReplicaManager._write_isr: a conditional write of the state
+        znode with the zkVersion we hold, then an ISR change notification; only once the
+        write succeeded does the leader act on the new ISR."""
+        partition = replica.partition
+        assert partition is not None and broker.zk is not None
+        old_isr = partition.isr
+        isr = tuple(sorted(new_isr))
+        state = LeaderAndIsr(
+            leader=broker.broker_id,
+            leader_epoch=replica.leader_epoch,
+            isr=isr,
+            controller_epoch=replica.controller_epoch,
+        )
+        try:
+            version = broker.zk.update_partition_state(replica.tp, state, replica.zk_version)
+            broker.zk.create_isr_change_notification([replica.tp])
+        except Exception as e:  # noqa: BLE001 - as the broker: any failure leaves the ISR as it was
+            self._log(
+                broker.broker_id,
+                "isr-change-failed",
+                tp=replica.tp,
+                proposed=list(isr),
+                error=str(e),
+            )
+            partition.apply_isr(old_isr, self.now_ms)
+            return
+        replica.zk_version = version
+        replica.isr = isr
+        self._log(
+            broker.broker_id,
+            "isr-change",
+            tp=replica.tp,
+            old_isr=sorted(old_isr),
+            new_isr=list(isr),
+            zk_version=version,
+        )
+        self._hw_moved(broker, replica, partition.apply_isr(new_isr, self.now_ms))
+
+    def _isr_expiration(self) -> None:
+        for broker in self.brokers.values():
+            if not broker.alive:
+                continue
+            for tp in sorted(broker.replicas):
+                replica = broker.replicas[tp]
+                partition = replica.partition
+                if partition is None:
+                    continue
+                proposal = partition.isr_shrink_proposal(self.now_ms)
+                if proposal is not None:
+                    self._write_isr(broker, replica, proposal)
+
+    # -- fetch ------------------------------------------------------------------------------
+
+    def _fetch_round(self, broker: SimBroker, lose: bool) -> bool:
+        """One fetcher round trip for every partition the broker follows."""
+        if not broker.alive:
+            return False
+        moved = False
+        for tp in sorted(broker.replicas):
+            follower = broker.replicas[tp]
+            if not follower.hosted or follower.partition is not None:
+                continue
+            if follower.leader == NO_LEADER or follower.leader == broker.broker_id:
+                continue
+            leader_broker = self.brokers[follower.leader]
+            if not leader_broker.alive:
+                continue
+            leader = leader_broker.replicas.get(tp)
+            # KIP-320: a fetch names the leader epoch it expects; any other answers
+            # FENCED/UNKNOWN_LEADER_EPOCH or NOT_LEADER and the follower waits.
+            if (
+                leader is None
+                or leader.partition is None
+                or leader.leader_epoch != follower.leader_epoch
+            ):
+                continue
+            if self._fetch_one(leader_broker, leader, follower, lose):
+                moved = True
+        return moved
+
+    def _fetch_one(
+        self,
+        leader_broker: SimBroker,
+        leader: ClusterReplica,
+        follower: ClusterReplica,
+        lose: bool,
+    ) -> bool:
+        state = follower.follower
+        if state.fetch_state is FetchState.TRUNCATING:
+            if lose:
+                return False
+            answer = EpochEndOffset(
+                *leader.epoch_cache.end_offset_for(
+                    follower.epoch_cache.latest_epoch, leader.log_end_offset
+                )
+            )
+            decision = state.on_epoch_answer(
+                follower.epoch_cache, follower.log_end_offset, follower.high_watermark, answer
+            )
+            follower.truncate_to(decision.offset)
+            return True
+        partition = leader.partition
+        assert partition is not None
+        fetch_offset = follower.log_end_offset
+        if fetch_offset > leader.log_end_offset:
+            if not lose:
+                cut, _next = truncation_on_offset_out_of_range(
+                    follower.log_end_offset, 0, leader.log_end_offset
+                )
+                follower.truncate_to(cut)
+            return True
+        outcome = partition.on_follower_fetch(follower.broker_id, fetch_offset, self.now_ms)
+        epochs = leader.epochs[fetch_offset:]
+        values = leader.values[fetch_offset:]
+        leader_epoch = leader.leader_epoch
+        self._hw_moved(leader_broker, leader, outcome.high_watermark_advanced)
+        if outcome.isr_expand is not None:
+            self._write_isr(leader_broker, leader, outcome.isr_expand)
+        if lose:
+            return True
+        if not state.accepts_fetch_response(fetch_offset, leader_epoch, follower.log_end_offset):
+            return True
+        if values:
+            follower.append(epochs, values)
+        follower.high_watermark = follower_high_watermark(
+            follower.log_end_offset, outcome.response_high_watermark
+        )
+        return bool(values) or outcome.high_watermark_advanced is not None
+
+    # -- admin tools --------------------------------------------------------------------------
+
+    def _create_topic(self, event: CreateTopic) -> None:
+        """kafka-topics.sh --create: replicas spread round-robin over the registered
+        brokers, written to /brokers/topics/<t> (the controller does the rest)."""
+        live = sorted(self.admin.get_live_brokers())
+        if len(live) < event.replication_factor or event.topic in self.admin.get_all_topics():
+            self._note(f"create {event.topic} refused")
+            return
+        assignment = {
+            p: [live[(p + i) % len(live)] for i in range(event.replication_factor)]
+            for p in range(event.partitions)
+        }
+        self.admin.create_topic(event.topic, assignment)
+        self.incarnations[event.topic] = self.incarnation_of(event.topic) + 1
+        self._note(f"topic {event.topic} created with assignment {assignment}")
+
+    def _delete_topic(self, event: DeleteTopic) -> None:
+        if event.topic in self.admin.get_all_topics():
+            self.admin.mark_topic_for_deletion(event.topic)
+            self._note(f"topic {event.topic} marked for deletion")
+
+    def _reassign(self, event: Reassign) -> None:
+        tp = TopicPartition(event.topic, event.partition)
+        assignment = self.admin.get_topic_assignment(event.topic)
+        if assignment is None or event.partition not in assignment:
+            return
+        if event.topic in self.admin.get_topics_marked_for_deletion():
+            return
+        try:
+            self.admin.create_partition_reassignment({tp: list(event.target)})
+        except ZkError:
+            self._note("reassignment refused: one is in progress")
+            return
+        key = (event.topic, self.incarnation_of(event.topic), event.partition)
+        self.books.reassignments[key] = tuple(event.target)
+        self._note(f"/admin/reassign_partitions := {{{tp}: {list(event.target)}}}")
+
+    def _preferred_election(self, event: PreferredElection) -> None:
+        tp = TopicPartition(event.topic, event.partition)
+        try:
+            self.admin.create_preferred_replica_election([tp])
+        except ZkError:
+            return
+
+    # -- stepping ---------------------------------------------------------------------------
+
+    def run_notifications(self) -> bool:
+        pending = self.zk.take_notifications()
+        for notification in pending:
+            notification.run()
+        return bool(pending)
+
+    def round(self) -> bool:
+        """One round of background work; returns whether anything happened."""
+        moved = self.run_notifications()
+        for broker in self.brokers.values():
+            if self.controller_step(broker):
+                moved = True
+        for key in sorted(self.channels):
+            channel = self.channels[key]
+            if channel.held > 0:
+                channel.held -= 1
+                moved = True
+                continue
+            if self.deliver(*key):
+                moved = True
+        for broker in self.brokers.values():
+            if self._fetch_round(broker, lose=False):
+                moved = True
+        return moved
+
+    def step(self, event: ClusterEvent) -> None:
+        self.steps += 1
+        self.now_ms += self.config.step_ms
+        if self.record:
+            self.notes = []
+        match event:
+            case Run(rounds):
+                for _ in range(rounds):
+                    self.round()
+            case ControllerStep(broker_id):
+                self.controller_step(self.brokers[broker_id])
+            case Notify():
+                self.run_notifications()
+            case Deliver(controller_id, broker_id):
+                self.deliver(controller_id, broker_id)
+            case Hold(controller_id, broker_id, rounds):
+                key = (controller_id, broker_id)
+                channel = self.channels.get(key)
+                if channel is None:
+                    channel = self.channels[key] = Channel()
+                channel.held = max(channel.held, rounds)
+            case LoseRequest(controller_id, broker_id):
+                channel = self.channels.get((controller_id, broker_id))
+                if channel is not None and channel.queue:
+                    channel.queue.popleft()
+            case Fetch(broker_id, lose):
+                self._fetch_round(self.brokers[broker_id], lose)
+            case Produce():
+                self._produce(event)
+            case Crash(broker_id):
+                self._crash(self.brokers[broker_id])
+            case Restart(broker_id):
+                self._restart(self.brokers[broker_id])
+            case ExpireSession(broker_id):
+                self._expire_session(self.brokers[broker_id])
+            case Tick():
+                self._tick()
+            case CreateTopic():
+                self._create_topic(event)
+            case DeleteTopic():
+                self._delete_topic(event)
+            case Reassign():
+                self._reassign(event)
+            case PreferredElection():
+                self._preferred_election(event)
+            case _:
+                raise TypeError(f"not a cluster event: {event!r}")
+
+    def _tick(self) -> None:
+        self.now_ms += self.config.tick_ms
+        self._isr_expiration()
+        for broker in self.brokers.values():
+            if (
+                not broker.alive
+                and broker.zk is not None
+                and broker.zk.alive
+                and self.now_ms - broker.crashed_at_ms >= self.config.session_timeout_ms
+            ):
+                broker.zk.close()
+                self._note(f"the session of crashed broker {broker.broker_id} expires")
+
+    def run(self, events: Iterable[ClusterEvent]) -> None:
+        for event in events:
+            self.step(event)
+
+    # -- settling ---------------------------------------------------------------------------
+
+    def quiescent(self) -> bool:
+        """Nothing left to do: no notification, controller work or request pending, no
+        deletion or reassignment unfinished, and every assigned replica of every online
+        partition in sync with the leader ZooKeeper names, at its leader epoch."""
+        if self.zk.pending_notifications:
+            return False
+        for broker in self.brokers.values():
+            if broker.alive and broker.shell is not None and not broker.shell.idle:
+                return False
+        if any(channel.queue for channel in self.channels.values()):
+            return False
+        admin = self.admin
+        if admin.get_topics_marked_for_deletion():
+            return False
+        topics = admin.get_all_topics()
+        if admin.get_partition_reassignment():  # a deletion removes its topic's entries
+            return False
+        for topic in topics:
+            assignment = admin.get_topic_assignment(topic) or {}
+            tps = [TopicPartition(topic, p) for p in sorted(assignment)]
+            states = admin.get_partition_states(tps)
+            for tp in tps:
+                found = states.get(tp)
+                if found is None:
+                    return False
+                state = found[0]
+                if state.leader == NO_LEADER:
+                    continue
+                leader = self.brokers[state.leader].replicas.get(tp)
+                if (
+                    leader is None
+                    or leader.partition is None
+                    or leader.leader_epoch != state.leader_epoch
+                ):
+                    return False
+                for broker_id in assignment[tp.partition]:
+                    if broker_id == state.leader:
+                        continue
+                    replica = self.brokers[broker_id].replicas.get(tp)
+                    if (
+                        replica is None
+                        or not replica.hosted
+                        or replica.leader_epoch != state.leader_epoch
+                        or replica.follower.fetch_state is not FetchState.FETCHING
+                        or replica.log_end_offset != leader.log_end_offset
+                        or replica.high_watermark != leader.high_watermark
+                    ):
+                        return False
+        return True
+
+    def stray_replicas(self) -> list[tuple[int, TopicPartition]]:
+        """Replicas on live brokers that ZooKeeper does not assign to them (Kafka's stray
+        logs: the broker deletes them at its next start)."""
+        strays = []
+        for broker in self.brokers.values():
+            if not broker.alive:
+                continue
+            for tp in sorted(broker.replicas):
+                assignment = self.admin.get_topic_assignment(tp.topic)
+                if assignment is None or broker.broker_id not in assignment.get(tp.partition, ()):
+                    strays.append((broker.broker_id, tp))
+        return strays
+
+    def settle(self, max_rounds: int = 300) -> bool:
+        """End of a schedule: every broker back, sessions of the dead expired, and
+        rounds until nothing is left to do. Returns whether it became quiescent."""
+        for broker in self.brokers.values():
+            if not broker.alive:
+                self._restart(broker)
+        for channel in self.channels.values():
+            channel.held = 0
+        for _ in range(max_rounds):
+            if self.quiescent():
+                return True
+            self.now_ms += self.config.step_ms
+            self.round()
+            if self.steps % 4 == 0:
+                self._isr_expiration()
+            self.steps += 1
+        return self.quiescent()
+
+    # -- views ------------------------------------------------------------------------------
+
+    def controller_id(self) -> int | None:
+        return self.admin.get_controller()
+
+    def controller_epoch(self) -> int:
+        found = self.admin.get_controller_epoch()
+        return 0 if found is None else found[0]
+
+    def partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        found = self.admin.get_partition_state(tp)
+        return None if found is None else found[0]
+
+    def assignment(self, topic: str) -> dict[int, list[int]] | None:
+        return self.admin.get_topic_assignment(topic)
+
+    def topics(self) -> list[str]:
+        return self.admin.get_all_topics()
+
+    def active_controllers(self) -> list[int]:
+        """Brokers whose controller core holds a context (more than one: a zombie)."""
+        return [
+            b
+            for b, broker in self.brokers.items()
+            if broker.alive and broker.shell is not None and broker.shell.core.is_active
+        ]

@@ -1,0 +1,266 @@
+"""Random whole-cluster schedules, checked by `cluster_invariants`, and shrinking.
+
+Schedule i of `explore(schedules, seed)` is drawn from `random.Random(seed + i)`: its
+configuration (min.insync.replicas, unclean election, topics) and its events (traffic,
+replication, controller steps, request delays and losses, crashes, session expiries,
+topic creation and deletion, reassignments, preferred elections). A violating schedule
+is shrunk by delta debugging (as `explore.py` does for the one-partition simulator).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from strandline.sim.cluster import (
+    ClusterConfig,
+    ClusterEvent,
+    ClusterSim,
+    ControllerStep,
+    Crash,
+    CreateTopic,
+    DeleteTopic,
+    Deliver,
+    ExpireSession,
+    Fetch,
+    Hold,
+    LoseRequest,
+    Notify,
+    PreferredElection,
+    Produce,
+    Reassign,
+    Restart,
+    Run,
+    Tick,
+)
+from strandline.sim.cluster_invariants import CheckedRun, run_checked
+
+BROKERS = (0, 1, 2)
+TOPIC_NAMES = ("t", "u")
+
+# Mostly traffic, replication and background rounds, with a steady trickle of faults
+# and admin requests.
+EVENT_WEIGHTS: tuple[tuple[str, int], ...] = (
+    ("run", 20),
+    ("controller_step", 8),
+    ("notify", 3),
+    ("deliver", 4),
+    ("hold", 2),
+    ("lose", 1),
+    ("fetch", 10),
+    ("produce", 18),
+    ("crash", 3),
+    ("restart", 4),
+    ("expire", 2),
+    ("tick", 5),
+    ("create", 1),
+    ("delete", 1),
+    ("reassign", 2),
+    ("preferred", 1),
+)
+_KINDS = [kind for kind, _ in EVENT_WEIGHTS]
+_CUMULATIVE: list[int] = []
+_total = 0
+for _kind, _weight in EVENT_WEIGHTS:
+    _total += _weight
+    _CUMULATIVE.append(_total)
+
+
+def random_config(rng: random.Random) -> ClusterConfig:
+    """1-2 topics, 1-3 partitions in all, replication factor 2-3."""
+    if rng.random() < 0.5:
+        topics: tuple[tuple[str, int, int], ...] = (("t", rng.randint(1, 3), rng.choice((2, 3))),)
+    else:
+        topics = (("t", rng.randint(1, 2), 3), ("u", 1, rng.choice((2, 3))))
+    return ClusterConfig(
+        brokers=BROKERS,
+        topics=topics,
+        min_insync_replicas=rng.choice((1, 2)),
+        unclean_leader_election=rng.random() < 0.2,
+    )
+
+
+def _pair(rng: random.Random) -> tuple[int, int]:
+    controller, broker = rng.sample(BROKERS, 2)
+    return controller, broker
+
+
+def random_schedule(
+    rng: random.Random, steps: int, config: ClusterConfig | None = None
+) -> list[ClusterEvent]:
+    """`steps` random events; produces go mostly to the partitions `config` creates."""
+    kinds = rng.choices(_KINDS, cum_weights=_CUMULATIVE, k=steps)
+    partitions = [
+        (name, p) for name, count, _rf in (config.topics if config else ()) for p in range(count)
+    ]
+    schedule: list[ClusterEvent] = []
+    for index, kind in enumerate(kinds):
+        broker = rng.choice(BROKERS)
+        topic = rng.choice(TOPIC_NAMES)
+        event: ClusterEvent
+        if kind == "run":
+            event = Run(rng.randint(1, 3))
+        elif kind == "controller_step":
+            event = ControllerStep(broker)
+        elif kind == "notify":
+            event = Notify()
+        elif kind == "deliver":
+            event = Deliver(*_pair(rng))
+        elif kind == "hold":
+            event = Hold(*_pair(rng), rng.randint(1, 4))
+        elif kind == "lose":
+            event = LoseRequest(*_pair(rng))
+        elif kind == "fetch":
+            event = Fetch(broker, rng.random() < 0.1)
+        elif kind == "produce":
+            if partitions and rng.random() < 0.9:
+                topic, partition = rng.choice(partitions)
+            else:
+                partition = rng.randrange(2)
+            event = Produce(topic, partition, f"v{index}", rng.random() < 0.6, broker)
+        elif kind == "crash":
+            event = Crash(broker)
+        elif kind == "restart":
+            event = Restart(broker)
+        elif kind == "expire":
+            event = ExpireSession(broker)
+        elif kind == "tick":
+            event = Tick()
+        elif kind == "create":
+            event = CreateTopic(topic, rng.randint(1, 2), rng.choice((2, 3)))
+        elif kind == "delete":
+            event = DeleteTopic(topic)
+        elif kind == "reassign":
+            size = rng.choice((1, 2, 3))
+            event = Reassign(topic, rng.randrange(2), tuple(rng.sample(BROKERS, size)))
+        else:
+            event = PreferredElection(topic, rng.randrange(2))
+        schedule.append(event)
+    return schedule
+
+
+def check(config: ClusterConfig, schedule: Sequence[ClusterEvent]) -> CheckedRun:
+    """Run the schedule from a fresh cluster, stopping at the first violating step."""
+    return run_checked(ClusterSim(config), schedule, stop_at_first=True, settle=True)
+
+
+def violations_of(config: ClusterConfig, schedule: Sequence[ClusterEvent]) -> list[str]:
+    return check(config, schedule).violations
+
+
+def is_stuck(config: ClusterConfig, schedule: Sequence[ClusterEvent]) -> bool:
+    return check(config, schedule).stuck
+
+
+def shrink(
+    config: ClusterConfig,
+    schedule: Sequence[ClusterEvent],
+    still_fails: Callable[[ClusterConfig, Sequence[ClusterEvent]], object] = violations_of,
+) -> list[ClusterEvent]:
+    """Delta debugging: drop chunks, then single events, while `still_fails` (a
+    violation, by default) holds."""
+    current = list(schedule)
+    chunk = max(1, len(current) // 2)
+    while True:
+        start = 0
+        while start < len(current):
+            candidate = current[:start] + current[start + chunk :]
+            if candidate and still_fails(config, candidate):
+                current = candidate
+            else:
+                start += chunk
+        if chunk == 1:
+            break
+        chunk = max(1, chunk // 2)
+    # A failure often needs two events to go together (a crash and its restart): try
+    # dropping every pair once the single drops are exhausted.
+    if len(current) <= 40:
+        changed = True
+        while changed:
+            changed = False
+            for i in range(len(current)):
+                for j in range(i + 1, len(current)):
+                    candidate = current[:i] + current[i + 1 : j] + current[j + 1 :]
+                    if candidate and still_fails(config, candidate):
+                        current = candidate
+                        changed = True
+                        break
+                if changed:
+                    break
+    return current
+
+
+@dataclass
+class ClusterViolation:
+    schedule_seed: int
+    config: ClusterConfig
+    violations: list[str]
+    schedule: list[ClusterEvent]
+    shrunk: list[ClusterEvent] = field(default_factory=list)
+    shrunk_violations: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ClusterExploreReport:
+    seed: int
+    schedules: int
+    steps: int
+    violations: list[ClusterViolation]
+    elapsed_s: float
+    # Schedules after which the cluster never became quiescent (liveness), and the
+    # first of them shrunk (its `violations` are empty).
+    stuck: int = 0
+    first_stuck: ClusterViolation | None = None
+    # Stuck only after a controller request was lost for good. Kafka's controller
+    # channel resends until the broker answers or dies, so this is the model's loss,
+    # not a liveness bug: the follower simply never hears of the new epoch.
+    stuck_after_lost_request: int = 0
+
+    @property
+    def violating_schedules(self) -> int:
+        return len(self.violations)
+
+    @property
+    def schedules_per_minute(self) -> float:
+        return self.schedules * 60.0 / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def explore(
+    schedules: int,
+    seed: int = 0,
+    steps: int = 60,
+    shrink_violations: int = 1,
+    shrink_stuck: bool = False,
+) -> ClusterExploreReport:
+    """Run `schedules` random schedules (schedule i from seed `seed + i`); shrink the
+    first `shrink_violations` violating ones (the timing excludes shrinking)."""
+    started = time.perf_counter()
+    found: list[ClusterViolation] = []
+    stuck = 0
+    stuck_after_loss = 0
+    first_stuck: ClusterViolation | None = None
+    for index in range(schedules):
+        schedule_seed = seed + index
+        rng = random.Random(schedule_seed)
+        config = random_config(rng)
+        schedule = random_schedule(rng, steps, config)
+        result = check(config, schedule)
+        if result.violations:
+            found.append(ClusterViolation(schedule_seed, config, result.violations, schedule))
+        elif result.stuck and any(isinstance(e, LoseRequest) for e in schedule):
+            stuck_after_loss += 1
+        elif result.stuck:
+            stuck += 1
+            if first_stuck is None:
+                first_stuck = ClusterViolation(schedule_seed, config, [], schedule)
+    elapsed = time.perf_counter() - started
+    for violation in found[:shrink_violations]:
+        violation.shrunk = shrink(violation.config, violation.schedule)
+        violation.shrunk_violations = violations_of(violation.config, violation.shrunk)
+    if first_stuck is not None and shrink_stuck:
+        first_stuck.shrunk = shrink(first_stuck.config, first_stuck.schedule, is_stuck)
+    return ClusterExploreReport(
+        seed, schedules, steps, found, elapsed, stuck, first_stuck, stuck_after_loss
+    )
