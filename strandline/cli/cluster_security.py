@@ -17,8 +17,8 @@ from pathlib import Path
 
 from strandline.coordination.zk_client import ZkClient
 from strandline.security.certs import create_ca, issue
+from strandline.security.protocol import SecurityProtocol
 from strandline.security.scram import SCRAM_MECHANISMS, make_credential
-from strandline.server.session import SecurityProtocol
 
 MODES = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
 ADMIN = "admin"

@@ -15,7 +15,7 @@ from typing import Any
 
 from kio.serial import entity_reader
 
-from strandline.client.security import ClientSecurity, SaslAuthenticationError, sasl_login
+from strandline.client.security import ClientSecurity, SaslLoginError, sasl_login
 from strandline.protocol.codec import encode_request, response_type
 
 _SIZE = struct.Struct(">i")
@@ -27,7 +27,7 @@ class KafkaConnectionError(ConnectionError):
     """The connection failed or closed before a response arrived."""
 
 
-class SaslError(KafkaConnectionError, SaslAuthenticationError):
+class SaslError(KafkaConnectionError, SaslLoginError):
     """The broker refused our SASL login (wrong password, unknown mechanism)."""
 
 
@@ -120,7 +120,7 @@ class KafkaConnection:
                 request = login.send(response)
             except StopIteration:
                 return
-            except SaslAuthenticationError as exc:
+            except SaslLoginError as exc:
                 raise SaslError(str(exc)) from exc
 
     @property
@@ -201,7 +201,11 @@ class KafkaConnection:
         try:
             await self._read_task
         except asyncio.CancelledError:
-            pass
+            # The read task's own cancellation is expected; ours (the caller being
+            # cancelled, e.g. a fetcher at shutdown) must go on, or the caller hangs.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
         if self._closed_error is None:
             self._fail_pending(KafkaConnectionError("connection closed"))
         self._writer.close()

@@ -25,11 +25,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate import v1 as sasl_authenticate_v1
 from kio.schema.sasl_handshake import v1 as sasl_handshake_v1
 
+from strandline.security.protocol import SecurityProtocol
 from strandline.security.scram import scram_mechanism
 from strandline.security.scram_client import ScramClient, ScramClientError
 from strandline.security.tls import TlsSettings, client_context
-from strandline.server.listeners import listener_props
-from strandline.server.session import SecurityProtocol
 
 _JAAS_VALUE = r'\s*=\s*"((?:[^"\\]|\\.)*)"'
 # librdkafka's inline PEM keys -> Java's (KIP-651), which TlsSettings reads.
@@ -109,28 +108,10 @@ def jaas_credentials(jaas: str) -> tuple[str | None, str | None]:
     return found["username"], found["password"]
 
 
-def inter_broker_security(
-    props: Mapping[str, str], listener: str, protocol: SecurityProtocol
-) -> ClientSecurity | None:
-    """How this broker logs in to the others' inter-broker listener: that listener's
-    TLS settings (with `listener.name.<l>.` overrides), the mechanism in
-    `sasl.mechanism.inter.broker.protocol` (default PLAIN here; Kafka's GSSAPI is not
-    supported) and the username/password of its `sasl.jaas.config`, as Kafka reads them."""
-    config = {**props, **listener_props(props, listener), "security.protocol": protocol.value}
-    if protocol.uses_sasl:
-        mechanism = props.get("sasl.mechanism.inter.broker.protocol", "PLAIN").upper()
-        config["sasl.mechanism"] = mechanism
-        prefix = f"listener.name.{listener.lower()}.{mechanism.lower()}."
-        jaas = props.get(prefix + "sasl.jaas.config") or props.get("sasl.jaas.config")
-        if jaas:
-            config["sasl.jaas.config"] = jaas
-    return ClientSecurity.from_config(config)
-
-
 # --- the SASL login, sans I/O -------------------------------------------------------------
 
 
-class SaslAuthenticationError(ConnectionError):
+class SaslLoginError(ConnectionError):
     """The broker refused our SASL login (wrong password, unknown user, a mechanism the
     listener does not offer), or its SCRAM answers did not prove it knows our credential."""
 
@@ -144,7 +125,7 @@ def sasl_login(security: ClientSecurity) -> SaslLogin:
     """The client's side of a SASL login as Kafka's clients do it, without any I/O:
     SaslHandshake v1 for the mechanism, then SaslAuthenticate v1 tokens (one for PLAIN,
     two for SCRAM, whose last answer is the server's proof). Send it each response;
-    it raises SaslAuthenticationError on a refusal. Driven by `run_sasl_login`
+    it raises SaslLoginError on a refusal. Driven by `run_sasl_login`
     (a blocking socket) and by `KafkaConnection._authenticate` (asyncio)."""
     mechanism, username, password = security.sasl_mechanism, security.username, security.password
     if mechanism is None or username is None or password is None:
@@ -153,7 +134,7 @@ def sasl_login(security: ClientSecurity) -> SaslLogin:
 
     shake = yield sasl_handshake_v1.SaslHandshakeRequest(mechanism=mechanism)
     if shake.error_code != ErrorCode.none:
-        raise SaslAuthenticationError(
+        raise SaslLoginError(
             f"{failed}: SaslHandshake {shake.error_code.name} "
             f"(the listener offers {list(shake.mechanisms)})"
         )
@@ -162,7 +143,7 @@ def sasl_login(security: ClientSecurity) -> SaslLogin:
         answer = yield sasl_authenticate_v1.SaslAuthenticateRequest(auth_bytes=token)
         if answer.error_code != ErrorCode.none:
             detail = f": {answer.error_message}" if answer.error_message else ""
-            raise SaslAuthenticationError(f"{failed}: {answer.error_code.name}{detail}")
+            raise SaslLoginError(f"{failed}: {answer.error_code.name}{detail}")
         return bytes(answer.auth_bytes)
 
     if mechanism == "PLAIN":
@@ -173,7 +154,7 @@ def sasl_login(security: ClientSecurity) -> SaslLogin:
         server_first = yield from authenticate(client.first())
         client.verify((yield from authenticate(client.final(server_first))))
     except ScramClientError as exc:
-        raise SaslAuthenticationError(f"{failed}: {exc}") from exc
+        raise SaslLoginError(f"{failed}: {exc}") from exc
 
 
 def run_sasl_login(security: ClientSecurity, send: Callable[[SaslRequest], Any]) -> None:

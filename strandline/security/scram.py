@@ -360,7 +360,14 @@ class ScramServer:
             raise self._fail("invalid SCRAM client final message format")
         if base64.b64decode(match["cbind"]) != self._gs2_header.encode("utf-8"):
             raise self._fail("SCRAM channel binding data does not match the gs2 header")
-        if not hmac.compare_digest(match["nonce"].encode(), self._combined_nonce.encode()):
+        # librdkafka before 2.6.1 (Debian's kcat) sends the client nonce twice here
+        # (librdkafka#4895); Kafka 3.8.1-3.9 accept a nonce that ends with the expected
+        # one, and so do we: the whole expected nonce must still be there.
+        received = match["nonce"].encode()
+        expected = self._combined_nonce.encode()
+        if len(received) < len(expected) or not hmac.compare_digest(
+            received[len(received) - len(expected) :], expected
+        ):
             raise self._fail("invalid client nonce in the final client message")
         assert self._credential is not None
         auth_message = (

@@ -39,9 +39,9 @@ from pathlib import Path
 from cryptography import x509
 
 from strandline.security.principal import ANONYMOUS, KafkaPrincipal, user
+from strandline.security.protocol import SecurityProtocol
 from strandline.server.config_error import ConfigError
 from strandline.server.listeners import listener_prefix, listener_props
-from strandline.server.session import SecurityProtocol
 
 DEFAULT_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 DEFAULT_PRINCIPAL_MAPPING_RULES = "DEFAULT"

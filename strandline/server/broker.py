@@ -16,7 +16,6 @@ from kazoo.protocol.states import KazooState
 from kio.schema.errors import ErrorCode
 
 from strandline.client.connection import KafkaConnection
-from strandline.client.security import inter_broker_security
 from strandline.controller import effects as controller_events
 from strandline.controller.channel import ControllerChannel, ControllerRequest
 from strandline.controller.controller import Controller, RebalanceSettings
@@ -39,6 +38,7 @@ from strandline.security.sasl_server import SaslSettings
 from strandline.server import clock
 from strandline.server.config import BrokerConfig, ConfigError
 from strandline.server.group_service import GroupService, group_config_from_props
+from strandline.server.inter_broker import inter_broker_security
 from strandline.server.logging_setup import configure_logging
 from strandline.server.metadata_cache import MetadataCache, PartitionMetadata
 from strandline.server.metrics import metrics_for
@@ -98,6 +98,10 @@ class Broker:
             raise ConfigError(
                 f"inter-broker listener {listeners.inter_broker_listener}: {e}"
             ) from e
+
+        # Built now: a listener it cannot serve (TLS without a keystore) fails start-up
+        # before anything touches ZooKeeper.
+        self.server = SocketServer(self, config)
 
     @staticmethod
     def now_ms() -> int:
@@ -171,7 +175,6 @@ class Broker:
             offsets_commit_timeout_ms=int(cfg.props.get("offsets.commit.timeout.ms", "5000")),
         )
         self.group_service.start()
-        self.server = SocketServer(self, cfg)
         await self.server.start()
         # register_broker waits out the ephemeral znode of a crashed previous incarnation.
         self.broker_epoch = await self._register()

@@ -81,6 +81,9 @@ class SocketServer:
                     server_context(settings, listener=listener.name),
                     settings.principal_mapper(),
                 )
+        self.failed_authentication_delay_s = (
+            int(props.get("connection.failed.authentication.delay.ms", "100")) / 1000
+        )
         self.limits = ConnectionLimits.from_props(props, [x.name for x in self.listeners.listeners])
         self.quotas = ConnectionQuotas(self.limits, self.listeners.inter_broker_listener)
         self.tracker: IdleTracker[asyncio.Task[None]] = IdleTracker(self.limits)
@@ -139,7 +142,13 @@ class SocketServer:
             writer.transport.abort()
             return
         protocol = listener.security_protocol
-        session = Session(listener.name, protocol, ip, authenticated=not protocol.uses_sasl)
+        session = Session(
+            listener.name,
+            protocol,
+            ip,
+            authenticated=not protocol.uses_sasl,
+            peer_port=int(peer_address[1]) if peer_address else 0,
+        )
         self._connections[task] = _Connection(writer, peer, listener.name)
         self.tracker.opened(
             task, clock.monotonic_s(), authenticated=not (protocol.uses_tls or protocol.uses_sasl)
@@ -274,8 +283,12 @@ class SocketServer:
             self.tracker.response_sent(task, now)
             if session.sasl is not None:
                 if session.sasl.failed:
-                    # Kafka closes after sending the failure: no second try on this socket.
+                    # Kafka closes after sending the failure, no second try on this
+                    # socket, but only after connection.failed.authentication.delay.ms:
+                    # a client that reads the answer and the close together (kafka-python)
+                    # would otherwise see a dropped connection instead of the error.
                     await writer.drain()
+                    await asyncio.sleep(self.failed_authentication_delay_s)
                     writer.transport.abort()
                     return
                 if session.authenticated:

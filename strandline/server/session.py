@@ -3,27 +3,14 @@ listener), visible to request handlers through `CURRENT_SESSION`."""
 
 from __future__ import annotations
 
-import enum
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from strandline.security.principal import ANONYMOUS, KafkaPrincipal
+from strandline.security.protocol import SecurityProtocol
 
-
-class SecurityProtocol(enum.Enum):
-    PLAINTEXT = "PLAINTEXT"
-    SSL = "SSL"
-    SASL_PLAINTEXT = "SASL_PLAINTEXT"
-    SASL_SSL = "SASL_SSL"
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
-
-    @property
-    def uses_tls(self) -> bool:
-        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+__all__ = ["CURRENT_SESSION", "SecurityProtocol", "Session", "current_session"]
 
 
 @dataclass
@@ -37,6 +24,7 @@ class Session:
     peer_host: str
     principal: KafkaPrincipal = ANONYMOUS
     authenticated: bool = True
+    peer_port: int = 0
     # The SASL exchange in progress (a `strandline.security.sasl_server.SaslServer`).
     sasl: Any = field(default=None, repr=False)
     # KIP-368: when the SASL session ends (monotonic seconds); None = never.

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from strandline.sim import shrinking
 from strandline.sim.cluster import (
     ClusterConfig,
     ClusterEvent,
@@ -159,37 +160,11 @@ def shrink(
     schedule: Sequence[ClusterEvent],
     still_fails: Callable[[ClusterConfig, Sequence[ClusterEvent]], object] = violations_of,
 ) -> list[ClusterEvent]:
-    """Delta debugging: drop chunks, then single events, while `still_fails` (a
-    violation, by default) holds."""
-    current = list(schedule)
-    chunk = max(1, len(current) // 2)
-    while True:
-        start = 0
-        while start < len(current):
-            candidate = current[:start] + current[start + chunk :]
-            if candidate and still_fails(config, candidate):
-                current = candidate
-            else:
-                start += chunk
-        if chunk == 1:
-            break
-        chunk = max(1, chunk // 2)
-    # A failure often needs two events to go together (a crash and its restart): try
-    # dropping every pair once the single drops are exhausted.
-    if len(current) <= 40:
-        changed = True
-        while changed:
-            changed = False
-            for i in range(len(current)):
-                for j in range(i + 1, len(current)):
-                    candidate = current[:i] + current[i + 1 : j] + current[j + 1 :]
-                    if candidate and still_fails(config, candidate):
-                        current = candidate
-                        changed = True
-                        break
-                if changed:
-                    break
-    return current
+    """The shortest sub-schedule for which `still_fails` (a violation, by default)
+    holds; event pairs are tried too once the schedule is short."""
+    return shrinking.shrink(
+        schedule, lambda candidate: still_fails(config, candidate), pairs_up_to=40
+    )
 
 
 @dataclass

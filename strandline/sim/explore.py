@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from strandline.replication.truncation import TruncationMode
 from strandline.sim import events as ev
+from strandline.sim import shrinking
 from strandline.sim.events import Event
 from strandline.sim.runner import run_schedule
 from strandline.sim.simulator import SimConfig
@@ -67,21 +68,8 @@ def violates(config: SimConfig, schedule: list[Event]) -> list[str]:
 
 
 def shrink(config: SimConfig, schedule: list[Event]) -> list[Event]:
-    """Delta debugging: drop chunks, then single events, while a violation remains."""
-    current = list(schedule)
-    chunk = max(1, len(current) // 2)
-    while chunk >= 1:
-        start = 0
-        while start < len(current):
-            candidate = current[:start] + current[start + chunk :]
-            if candidate and violates(config, candidate):
-                current = candidate
-            else:
-                start += chunk
-        if chunk == 1:
-            break
-        chunk //= 2
-    return current
+    """The shortest sub-schedule that still violates an invariant (delta debugging)."""
+    return shrinking.shrink(schedule, lambda candidate: violates(config, candidate))
 
 
 @dataclass

@@ -15,6 +15,9 @@ from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
+from strandline.controller import decisions
+from strandline.controller.context import ControllerContext
+from strandline.coordination.znodes import BrokerRegistration, LeaderAndIsr
 from strandline.replication.follower import FetchState, FollowerState, follower_high_watermark
 from strandline.replication.partition import Partition
 from strandline.replication.truncation import (
@@ -25,9 +28,11 @@ from strandline.replication.truncation import (
 from strandline.sim import events as ev
 from strandline.sim.events import Event
 from strandline.storage.leader_epoch_cache import LeaderEpochCache
+from strandline.types import TopicPartition
 
 NAMES = "ABCDEFGHIJ"
 NO_LEADER = -1
+_TP = TopicPartition("sim", 0)  # the one partition this simulator replicates
 
 
 @dataclass(frozen=True)
@@ -223,17 +228,22 @@ class Simulator:
             replica.truncate_to(cut)
 
     def _elect(self) -> None:
-        """Offline partition: pick the first live ISR replica, or any live one if unclean."""
-        for broker_id in self.assignment:
-            if broker_id in self.isr and self.replicas[broker_id].alive:
-                live_isr = frozenset(b for b in self.isr if self.replicas[b].alive)
-                self._install_leader(broker_id, live_isr, unclean=False)
-                return
-        if self.config.unclean_leader_election_enable:
-            for broker_id in self.assignment:
-                if self.replicas[broker_id].alive:
-                    self._install_leader(broker_id, frozenset((broker_id,)), unclean=True)
-                    return
+        """Offline partition: the controller's own rule (`decisions.elect_leader`: the
+        first live ISR replica, else any live one if unclean election is on), over what
+        this simulator's "ZooKeeper" holds."""
+        ctx = ControllerContext(broker_id=NO_LEADER)
+        ctx.live_brokers = {
+            r.broker_id: BrokerRegistration(r.broker_id, NAMES[r.broker_id], 0)
+            for r in self.replicas
+            if r.alive
+        }
+        ctx.assignments[_TP] = tuple(self.assignment)
+        ctx.partition_states[_TP] = LeaderAndIsr(NO_LEADER, self.leader_epoch, tuple(self.isr))
+        choice = decisions.elect_leader(ctx, _TP, self.config.unclean_leader_election_enable)
+        if choice is not None:
+            leader, isr, unclean = choice
+            self._install_leader(leader, frozenset(isr), unclean=unclean)
+            return
         self.leader = NO_LEADER
         if self.record:
             self._note("no live ISR replica: partition offline")

@@ -6,12 +6,19 @@ built from kio's classes. The Fetch response's records stay bytes: decoding them
 `record_decoder`'s job. Errors come back as exceptions the caller can act on:
 `RetriableFetchError` (leadership moving, a broker gone: refresh and retry) and
 `OffsetOutOfRangeError`. No retry loop lives here; the range reader owns the deadline.
+
+On a secured cluster the same `kafka.*` settings as the driver's librdkafka clients
+(`ClientSecurity.from_config`) wrap each connection in TLS and log it in with SASL
+(`security.sasl_login`, the exchange the asyncio client uses too) before any request.
+A refused login raises `SaslLoginError` and an unverifiable certificate
+`FetchError`: neither is retried.
 """
 
 from __future__ import annotations
 
 import datetime
 import socket
+import ssl
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from strandline.client.connection import KafkaConnectionError, response_type_for
+from strandline.client.security import ClientSecurity, run_sasl_login
 from strandline.protocol.codec import encode_request
 from strandline.protocol.messages import build, request_module
 
@@ -128,9 +136,17 @@ def fetch_partition(
 
 
 class BlockingConnection:
-    """One socket to one broker; requests are sent and answered one at a time."""
+    """One socket to one broker; requests are sent and answered one at a time. With
+    `security`, the socket is TLS and/or logged in with SASL before anything else."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        timeout_s: float,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.address = f"{host}:{port}"
         self._client_id = client_id
         self._correlation_id = 0
@@ -140,10 +156,29 @@ class BlockingConnection:
             raise RetriableFetchError(f"cannot connect to {self.address}: {exc}") from exc
         try:
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if security is not None:
+                self._secure(host, security)
             self.versions = self._negotiate()
         except BaseException:
             self.close()
             raise
+
+    def _secure(self, host: str, security: ClientSecurity) -> None:
+        context = security.ssl_context
+        if context is not None:
+            try:
+                # The handshake runs here, under the connection's timeout.
+                self._sock = context.wrap_socket(
+                    self._sock, server_hostname=host if security.check_hostname else None
+                )
+            except ssl.SSLCertVerificationError as exc:
+                raise FetchError(f"TLS handshake with {self.address} failed: {exc}") from exc
+            except OSError as exc:
+                raise RetriableFetchError(
+                    f"TLS handshake with {self.address} failed: {exc}"
+                ) from exc
+        if security.sasl_mechanism is not None:
+            run_sasl_login(security, self.send)
 
     def _negotiate(self) -> dict[int, int]:
         """The version to use per API: the highest that both we and the broker speak."""
@@ -210,9 +245,10 @@ class PartitionClient:
         partition: int,
         timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> None:
-        protocol = kafka_config.get("security.protocol", "plaintext").lower()
-        if protocol != "plaintext":
-            raise FetchError(f"security.protocol={protocol} is not supported by the reader")
+        try:
+            self._security = ClientSecurity.from_config(kafka_config)
+        except ValueError as exc:  # checked on the driver; an executor may lack a file
+            raise FetchError(f"kafka security options: {exc}") from exc
         self.topic = topic
         self.partition = partition
         self._bootstrap = [
@@ -235,7 +271,7 @@ class PartitionClient:
     def _connect(self, host: str, port: int) -> BlockingConnection:
         # A parked fetch can take max_wait longer than any other request.
         timeout = self._timeout_s + self._max_wait.total_seconds()
-        return BlockingConnection(host, port, self._client_id, timeout)
+        return BlockingConnection(host, port, self._client_id, timeout, self._security)
 
     def _leader_connection(self) -> BlockingConnection:
         if self._leader is None:

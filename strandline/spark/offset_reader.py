@@ -2,6 +2,10 @@
 
 Kafka's ListOffsets "latest" is the high watermark for a read_uncommitted consumer, so
 planned ranges never reach past the HW: executors read only committed records.
+
+On a secured cluster librdkafka reports a refused login only as an error event and
+keeps retrying; `LoginWatch` catches that event so a query fails with the reason
+(SaslLoginError) instead of a bare timeout. The sink's producer uses it too.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from strandline.client.security import SaslLoginError
 from strandline.spark.options import SourceOptions
 from strandline.types import TopicPartition
 
@@ -48,14 +53,51 @@ def _is_transient(error: object) -> bool:
     return error.retriable() or error.code() in _LEADERSHIP_MOVING
 
 
-def retry_transient(call: Callable[[], T], deadline_s: float = RETRY_DEADLINE_S) -> T:
+class TlsHandshakeError(ConnectionError):
+    """librdkafka could not set up TLS with the cluster (e.g. an untrusted certificate)."""
+
+
+class LoginWatch:
+    """A librdkafka `error_cb` remembering the first refused SASL login or untrusted
+    broker certificate (other TLS errors, such as a broker closing a connection
+    mid-handshake while it restarts, are left to retries). librdkafka delivers these
+    events while the client is polled (`poll`, `flush`)."""
+
+    def __init__(self) -> None:
+        self.failure: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if self.failure is not None:
+            return
+        if error.code() == KafkaError._AUTHENTICATION or (
+            error.code() == KafkaError._SSL and "certificate" in error.str()
+        ):
+            self.failure = error
+
+    def check(self) -> None:
+        """Raise the failure seen, if any: retrying cannot fix credentials."""
+        if self.failure is None:
+            return
+        if self.failure.code() == KafkaError._AUTHENTICATION:
+            raise SaslLoginError(f"SASL authentication failed: {self.failure.str()}")
+        raise TlsHandshakeError(f"TLS handshake failed: {self.failure.str()}")
+
+
+def retry_transient(
+    call: Callable[[], T],
+    deadline_s: float = RETRY_DEADLINE_S,
+    check: Callable[[], None] | None = None,
+) -> T:
     """Repeat `call` while it fails with a retriable Kafka error (NOT_LEADER_OR_FOLLOWER,
-    LEADER_NOT_AVAILABLE, ...): a leader that just died must not fail the query."""
+    LEADER_NOT_AVAILABLE, ...): a leader that just died must not fail the query.
+    `check` runs after each failure and may raise a better reason (a refused login)."""
     give_up = time.monotonic() + deadline_s
     while True:
         try:
             return call()
         except KafkaException as exc:
+            if check is not None:
+                check()
             error = exc.args[0] if exc.args else None
             if not _is_transient(error) or time.monotonic() >= give_up:
                 raise
@@ -77,16 +119,27 @@ class OffsetReader:
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
         self._consumer: Consumer | None = None
+        self._login = LoginWatch()
 
     @property
     def consumer(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = Consumer(consumer_config(self._options.kafka_config))
+            config = consumer_config(self._options.kafka_config)
+            config["error_cb"] = self._login
+            self._consumer = Consumer(config)
         return self._consumer
+
+    def _check_login(self) -> None:
+        if self._consumer is not None:
+            self._consumer.poll(0)  # serves error_cb; nothing is assigned, so no records
+        self._login.check()
+
+    def _retry(self, call: Callable[[], T]) -> T:
+        return retry_transient(call, check=self._check_login)
 
     def partitions(self) -> list[TopicPartition]:
         """Current partitions of the subscribed topics (new partitions show up here)."""
-        metadata = retry_transient(lambda: self.consumer.list_topics(timeout=METADATA_TIMEOUT_S))
+        metadata = self._retry(lambda: self.consumer.list_topics(timeout=METADATA_TIMEOUT_S))
         found: list[TopicPartition] = []
         for name, topic in metadata.topics.items():
             if topic.error is not None or not self._options.subscribes_to(name):
@@ -101,7 +154,7 @@ class OffsetReader:
         earliest: dict[TopicPartition, int] = {}
         latest: dict[TopicPartition, int] = {}
         for tp in partitions:
-            low, high = retry_transient(
+            low, high = self._retry(
                 partial(
                     self.consumer.get_watermark_offsets,
                     KafkaTopicPartition(tp.topic, tp.partition),
@@ -127,7 +180,7 @@ class OffsetReader:
                 out[TopicPartition(ktp.topic, ktp.partition)] = ktp.offset
             return out
 
-        return retry_transient(ask)
+        return self._retry(ask)
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -136,4 +189,4 @@ class OffsetReader:
 
     def __getstate__(self) -> dict[str, object]:
         # A live client never travels with a pickled reader; the new owner reconnects.
-        return {"_options": self._options, "_consumer": None}
+        return {"_options": self._options, "_consumer": None, "_login": LoginWatch()}

@@ -9,6 +9,7 @@ a replayed task or micro-batch does write again: at-least-once (see docs/spark.m
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,11 +22,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from strandline.spark.offset_reader import LoginWatch
 from strandline.spark.options import OptionError, SinkOptions
 
 log = logging.getLogger(__name__)
 
 FLUSH_TIMEOUT_S = 120.0
+# How often a flush stops to look for a refused login (librdkafka retries it forever).
+FLUSH_CHECK_S = 1.0
 # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose.
 PARTITION_ANY = -1
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
@@ -74,8 +78,10 @@ class _ProducingTask:
     def __init__(self, options: SinkOptions) -> None:
         self._options = options
         self._failures: list[str] = []
+        self._login = LoginWatch()
         config = producer_config(options.kafka_config)
         config["on_delivery"] = self._on_delivery
+        config["error_cb"] = self._login
         self._producer = Producer(config)
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
@@ -99,6 +105,7 @@ class _ProducingTask:
             except BufferError:
                 # The local queue is full: let librdkafka send before adding more.
                 self._producer.poll(0.05)
+                self._login.check()
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         count = 0
@@ -130,12 +137,23 @@ class _ProducingTask:
                 )
             count += n
             self._producer.poll(0)
-        remaining = self._producer.flush(FLUSH_TIMEOUT_S)
+            self._login.check()
+        remaining = self._flush()
         if remaining:
             raise TimeoutError(f"{remaining} records not acknowledged within {FLUSH_TIMEOUT_S}s")
         if self._failures:
             raise RuntimeError(f"{len(self._failures)} records failed, first: {self._failures[0]}")
         return SinkCommitMessage(records=count)
+
+    def _flush(self) -> int:
+        """Wait up to FLUSH_TIMEOUT_S for every ack; a refused login fails at once."""
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            remaining = int(self._producer.flush(max(0.0, min(FLUSH_CHECK_S, left))))
+            self._login.check()
+            if remaining == 0 or left <= FLUSH_CHECK_S:
+                return remaining
 
 
 class StrandlineBatchWriter(DataSourceArrowWriter):

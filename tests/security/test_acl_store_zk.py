@@ -47,7 +47,7 @@ from strandline.security.acl import (
 )
 from strandline.security.acl_cache import CHANGE_EXPIRATION_MS, AclCache
 from strandline.security.authorizer import Authorizer
-from strandline.security.principal import user
+from strandline.security.principal import ANONYMOUS, user
 from strandline.server.apis import acls as acl_apis
 from tests.cli.support import tool
 from tests.conftest import ClusterFactory
@@ -388,7 +388,9 @@ def any_filter(**overrides: Any) -> DeleteAclsFilter:
 
 
 def test_handlers_create_describe_delete(zk: ZkClient) -> None:
-    auth = Authorizer()
+    # Called in-process, the handlers see an anonymous session: make it a super user
+    # (ALTER/DESCRIBE on the cluster is needed; the denial is the next test).
+    auth = Authorizer(super_users={ANONYMOUS})
     cache = AclCache(zk, auth)
     cache.start(watch=False)
     ctx = SimpleNamespace(authorizer=auth, acl_cache=cache)
@@ -534,3 +536,17 @@ def test_broker_without_authorizer_answers_security_disabled(
         "orders",
     )
     assert "no authorizer" in line and "authorizer.class.name" in line
+
+
+def test_handlers_need_cluster_rights(zk: ZkClient) -> None:
+    auth = Authorizer()  # no super user: the anonymous in-process session has no right
+    cache = AclCache(zk, auth)
+    cache.start(watch=False)
+    ctx = SimpleNamespace(authorizer=auth, acl_cache=cache)
+    created = handle(acl_apis.create_acls, ctx, 30, 3, CreateAclsRequest(creations=(creation(),)))
+    assert [r.error_code for r in created.results] == [ErrorCode.cluster_authorization_failed]
+    assert zk.get_acls(ORDERS)[0] == set()
+    deleted = handle(acl_apis.delete_acls, ctx, 31, 3, DeleteAclsRequest(filters=(any_filter(),)))
+    assert [r.error_code for r in deleted.filter_results] == [
+        ErrorCode.cluster_authorization_failed
+    ]

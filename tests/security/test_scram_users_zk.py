@@ -276,6 +276,7 @@ class Broker:
         self.topic_configs = SimpleNamespace(zk=zk)
         self.credentials = CredentialCache()
         self.credentials.load_all(zk)
+        self.authorizer = None  # no authorizer.class.name: every principal may
 
 
 def call(

@@ -46,9 +46,16 @@ async def leader_and_isr(ctx: BrokerContext, header: RequestHeader, request: Any
 async def stop_replica(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     errors: dict[Any, ErrorCode] = {}
     top = ErrorCode.none
-    for plain in cm.stop_replica_request_from_wire(request):
+    plains = cm.stop_replica_request_from_wire(request)
+    # Authorized as a whole, before anything else (KafkaApis): a request naming no
+    # partition from a principal without ClusterAction is refused too.
+    if not cluster_authorized(ctx, AclOperation.CLUSTER_ACTION):
+        refused = ErrorCode.cluster_authorization_failed
+        for plain in plains:
+            errors.update(cm.stop_replica_error_response(plain, refused).partition_errors)
+        return cm.stop_replica_response_to_wire(cm.StopReplicaResponse(refused, errors))
+    for plain in plains:
         try:
-            require_cluster(ctx, AclOperation.CLUSTER_ACTION)
             await ctx.apply_controller_request(plain)
             errors.update(dict.fromkeys(plain.partitions, ErrorCode.none))
         except KafkaError as e:

@@ -55,8 +55,9 @@ def _sasl_server(ctx: BrokerContext, session: Session) -> SaslServer:
 
 def _fail_session(session: Session, sasl: SaslServer) -> None:
     log.info(
-        "SASL authentication of %s on listener %s failed: %s",
+        "SASL authentication of %s:%d on listener %s failed: %s",
         session.peer_host,
+        session.peer_port,
         session.listener,
         sasl.failure_detail,
     )
