@@ -18,6 +18,7 @@ from strandline.errors import InvalidRequestError
 from strandline.protocol import controller_messages as cm
 from strandline.protocol.controller_requests import (
     BrokerInfo,
+    Endpoint,
     LeaderAndIsrRequest,
     PartitionState,
     StopReplicaRequest,
@@ -263,6 +264,17 @@ def test_stop_replica_error_response_covers_every_partition() -> None:
 
 
 @st.composite
+def brokers_with_endpoints(draw: st.DrawFn) -> BrokerInfo:
+    """A broker as UpdateMetadata carries it: every listener; host and port are the
+    first one's (what a decoder without a listener name picks)."""
+    base = draw(brokers(with_rack=True))
+    endpoints = [Endpoint("PLAINTEXT", base.host, base.port, "PLAINTEXT")]
+    if draw(st.booleans()):
+        endpoints.append(Endpoint("SASL_SSL", draw(hosts), draw(ports), "SASL_SSL"))
+    return BrokerInfo(base.broker_id, base.host, base.port, base.rack, tuple(endpoints))
+
+
+@st.composite
 def update_metadata_requests(draw: st.DrawFn) -> UpdateMetadataRequest:
     partitions = draw(partition_states(for_update_metadata=True))
     live = {p.tp.topic for p in partitions}
@@ -272,7 +284,7 @@ def update_metadata_requests(draw: st.DrawFn) -> UpdateMetadataRequest:
         controller_epoch=draw(epochs),
         broker_epoch=draw(broker_epochs),
         partitions=partitions,
-        live_brokers=tuple(draw(st.lists(brokers(with_rack=True), max_size=4))),
+        live_brokers=tuple(draw(st.lists(brokers_with_endpoints(), max_size=4))),
         deleted_topics=tuple(deleted),
     )
 
@@ -304,7 +316,8 @@ def test_update_metadata_picks_the_endpoint_of_the_listener() -> None:
     wire = through_bytes(cm.update_metadata_request_to_wire(request, listener="INTERNAL"))
     assert wire.live_brokers[0].endpoints[0].listener == "INTERNAL"
     decoded = cm.update_metadata_request_from_wire(wire, listener="INTERNAL")
-    assert decoded.live_brokers == (broker,)
+    internal = Endpoint("INTERNAL", "h3", 9093, "PLAINTEXT")
+    assert decoded.live_brokers == (BrokerInfo(3, "h3", 9093, "rack-a", (internal,)),)
     with pytest.raises(InvalidRequestError):
         cm.update_metadata_request_from_wire(wire, listener="EXTERNAL")
 
@@ -345,3 +358,20 @@ def test_out_of_range_values_are_refused_before_the_wire() -> None:
     state = PartitionState(TopicPartition("t", 2**31), 1, 1, 1, (1,), 0, (1,))
     with pytest.raises(Exception):  # noqa: B017 - kio's phantom types raise their own TypeError
         cm.leader_and_isr_request_to_wire(LeaderAndIsrRequest(0, 1, 5, (state,), ()), 6)
+
+
+def test_update_metadata_keeps_every_listener_and_picks_the_named_one() -> None:
+    endpoints = (
+        Endpoint("INTERNAL", "10.0.0.3", 9093, "SASL_SSL"),
+        Endpoint("EXTERNAL", "broker3.example", 19093, "SSL"),
+    )
+    broker = BrokerInfo(3, "10.0.0.3", 9093, None, endpoints)
+    request = UpdateMetadataRequest(0, 1, 2, (), (broker,))
+    wire = through_bytes(cm.update_metadata_request_to_wire(request))
+    assert [e.security_protocol for e in wire.live_brokers[0].endpoints] == [3, 1]
+    decoded = cm.update_metadata_request_from_wire(wire, listener="EXTERNAL")
+    (got,) = decoded.live_brokers
+    assert (got.host, got.port) == ("broker3.example", 19093)
+    assert got.endpoints == endpoints
+    assert got.address_for("INTERNAL") == ("10.0.0.3", 9093)
+    assert got.address_for("OTHER") is None
