@@ -121,7 +121,8 @@ def create_topics(
 ) -> None:
     """Create topics and wait until a broker's Metadata shows a leader for every partition.
 
-    bench.workloads.create_topic is rf=1 only; this one takes rf and topic configs."""
+    bench.workloads.create_topic makes one topic without configs; this one makes several,
+    with topic configs."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     new = [
         NewTopic(n, num_partitions=partitions, replication_factor=rf, config=config or {})

@@ -37,21 +37,23 @@ from typing import Any
 # Run as a script (`python bench/security.py`): make the repo root importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer  # noqa: E402
-from confluent_kafka import TopicPartition as KafkaTopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kio.index import load_request_schema  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from bench.targets import STRANDLINE_BENCH_OVERRIDES  # noqa: E402
-from bench.workloads import Throughput, _DeliveryTally, _produce_blocking  # noqa: E402
+from bench.workloads import (  # noqa: E402
+    PARTITIONS,
+    consume_throughput,
+    create_topic,
+    percentile,
+    produce_throughput,
+)
 from strandline.cli.local_cluster import LocalCluster  # noqa: E402
 from strandline.client.connection import KafkaConnection  # noqa: E402
 from strandline.client.security import ClientSecurity  # noqa: E402
 
 MODES = ("plaintext", "sasl_ssl")
-PARTITIONS = 3
 RECORD = 1024
 METADATA_API_KEY = 3
 
@@ -67,85 +69,6 @@ def cluster(mode: str) -> Iterator[LocalCluster]:
             yield local
         finally:
             local.stop()
-
-
-def client_config(local: LocalCluster) -> dict[str, Any]:
-    return {"bootstrap.servers": local.bootstrap, **local.client_config}
-
-
-def create_topic(local: LocalCluster, topic: str) -> None:
-    admin = AdminClient(client_config(local))
-    for future in admin.create_topics(
-        [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)], operation_timeout=30
-    ).values():
-        future.result(timeout=60)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(topic, timeout=5).topics.get(topic)
-        if meta is not None and meta.error is None and len(meta.partitions) == PARTITIONS:
-            if all(p.leader >= 0 and len(p.isrs) == 3 for p in meta.partitions.values()):
-                return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {topic} is not fully replicated after creation")
-
-
-def produce(local: LocalCluster, topic: str, count: int, max_seconds: float) -> Throughput:
-    """`count` records round-robin over the partitions, acks=all (or fewer if time runs
-    out); the clock starts after a warm-up record per partition, stops at flush()."""
-    producer = Producer({**client_config(local), "acks": "all"})
-    tally = _DeliveryTally()
-    value = b"v" * RECORD
-    for partition in range(PARTITIONS):
-        _produce_blocking(producer, topic, value, partition, tally)
-    producer.flush(30)
-    warm = tally.delivered
-    start = time.perf_counter()
-    deadline = start + max_seconds
-    produced = 0
-    while produced < count:
-        _produce_blocking(producer, topic, value, produced % PARTITIONS, tally)
-        produced += 1
-        if produced % 1000 == 0:
-            producer.poll(0)
-            if time.perf_counter() > deadline:
-                break
-    remaining = producer.flush(max(60.0, max_seconds))
-    seconds = time.perf_counter() - start
-    if tally.first_error is not None or remaining:
-        raise RuntimeError(f"produce failed: {tally.first_error}, {remaining} undelivered")
-    records = tally.delivered - warm
-    return Throughput(records, records * RECORD, seconds)
-
-
-def consume(local: LocalCluster, topic: str, expected: int, read: int) -> Throughput:
-    """Every record from the beginning, as bench/workloads.py's consume_throughput."""
-    consumer = Consumer(
-        {
-            **client_config(local),
-            "group.id": f"security-bench-{read}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-            "fetch.queue.backoff.ms": 10,
-        }
-    )
-    consumer.list_topics(topic, timeout=10)
-    start = time.perf_counter()
-    consumer.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    received = payload = 0
-    give_up = start + 120
-    try:
-        while received < expected and time.perf_counter() < give_up:
-            for msg in consumer.consume(num_messages=min(10_000, expected - received), timeout=0.5):
-                if msg.error() is not None:
-                    raise RuntimeError(f"consume failed: {msg.error()}")
-                received += 1
-                payload += len(msg.value() or b"")
-        seconds = time.perf_counter() - start
-    finally:
-        consumer.close()
-    if received < expected:
-        raise RuntimeError(f"consumed {received} of {expected} records")
-    return Throughput(received, payload, seconds)
 
 
 async def connection_setups(local: LocalCluster, count: int) -> dict[str, list[float]]:
@@ -192,18 +115,21 @@ def client_key_derivation_ms(rounds: int = 50) -> float:
     return statistics.median(times)
 
 
-def p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-
-
 def run_mode(mode: str, count: int, max_seconds: float, reads: int, setups: int) -> dict[str, Any]:
     with cluster(mode) as local:
         topic = f"security-{mode}"
-        create_topic(local, topic)
-        produced = produce(local, topic, count, max_seconds)
+        client = local.client_config
+        create_topic(local.bootstrap, topic, PARTITIONS, 3, client)
+        produced = produce_throughput(
+            local.bootstrap, topic, RECORD, count, "all", max_seconds, client
+        )
         expected = produced.records + PARTITIONS  # the warm-up records too
-        reads_mb_s = [consume(local, topic, expected, i).mb_per_s for i in range(reads)]
+        reads_mb_s = [
+            consume_throughput(
+                local.bootstrap, topic, expected, 120, f"security-bench-{i}", client
+            ).mb_per_s
+            for i in range(reads)
+        ]
         setup = asyncio.run(connection_setups(local, setups))
     return {
         "produce_mb_s": round(produced.mb_per_s, 1),
@@ -212,7 +138,7 @@ def run_mode(mode: str, count: int, max_seconds: float, reads: int, setups: int)
         "consume_mb_s_reads": [round(x, 1) for x in reads_mb_s],
         "consume_mb_s": round(statistics.median(reads_mb_s), 1),
         "setup_ms_median": round(statistics.median(setup["metadata"]), 2),
-        "setup_ms_p99": round(p99(setup["metadata"]), 2),
+        "setup_ms_p99": round(percentile(sorted(setup["metadata"]), 99), 2),
         "setup_tls_ms_median": round(statistics.median(setup["tls"]), 2),
         "setup_login_ms_median": round(statistics.median(setup["login"]), 2),
     }

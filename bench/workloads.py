@@ -1,7 +1,8 @@
 """The measured workloads: produce and consume throughput, end-to-end latency (confluent-kafka).
 
-Each workload takes a bootstrap string and returns plain numbers; nothing here knows which
-broker it talks to.
+Each workload takes a bootstrap string (and, for a secured cluster, the client settings
+it needs: `client={"security.protocol": ...}`) and returns plain numbers; nothing here
+knows which broker it talks to.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Producer
@@ -41,18 +43,29 @@ class Latency:
     max_ms: float
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int = PARTITIONS,
+    replication_factor: int = 1,
+    client: Mapping[str, str] | None = None,
+) -> None:
+    """Create the topic and wait until every partition has a leader and a full ISR."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client or {})})
     for future in admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)], operation_timeout=10
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
+        operation_timeout=30,
     ).values():
-        future.result(timeout=15)
+        future.result(timeout=60)
     # Creation is acknowledged before every partition has a leader on some brokers.
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         meta = admin.list_topics(topic, timeout=5).topics.get(topic)
         if meta is not None and meta.error is None and len(meta.partitions) == partitions:
-            if all(p.leader >= 0 for p in meta.partitions.values()):
+            if all(
+                p.leader >= 0 and len(p.isrs) == replication_factor
+                for p in meta.partitions.values()
+            ):
                 return
         time.sleep(0.05)
     raise TimeoutError(f"topic {topic} has no leaders after creation")
@@ -91,10 +104,16 @@ def _produce_blocking(
 
 
 def produce_throughput(
-    bootstrap: str, topic: str, record_size: int, count: int, acks: str, max_seconds: float
+    bootstrap: str,
+    topic: str,
+    record_size: int,
+    count: int,
+    acks: str,
+    max_seconds: float,
+    client: Mapping[str, str] | None = None,
 ) -> Throughput:
     """Produce `count` records round-robin over the partitions (or fewer if time runs out)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks})
+    producer = Producer({"bootstrap.servers": bootstrap, **(client or {}), "acks": acks})
     tally = _DeliveryTally()
     value = b"v" * record_size
     # Warm-up: metadata and connections exist before the clock starts.
@@ -121,12 +140,18 @@ def produce_throughput(
 
 
 def consume_throughput(
-    bootstrap: str, topic: str, expected: int, max_seconds: float, group: str = "bench"
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    max_seconds: float,
+    group: str = "bench",
+    client: Mapping[str, str] | None = None,
 ) -> Throughput:
     """Read `expected` records from the start of every partition with default fetch settings."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
+            **(client or {}),
             "group.id": group,
             "enable.auto.commit": False,
             "enable.partition.eof": False,
@@ -166,7 +191,7 @@ def consume_throughput(
 _STAMP = struct.Struct(">q")
 
 
-def _percentile(sorted_values: list[float], pct: float) -> float:
+def percentile(sorted_values: list[float], pct: float) -> float:
     # Nearest-rank percentile: a value that was actually observed.
     rank = max(0, min(len(sorted_values) - 1, round(pct / 100 * len(sorted_values) + 0.5) - 1))
     return sorted_values[rank]
@@ -259,5 +284,5 @@ def end_to_end_latency(
         raise RuntimeError("no latency samples")
     values_ms = sorted(ns / 1e6 for ns in latencies_ns)
     return Latency(
-        len(values_ms), _percentile(values_ms, 50), _percentile(values_ms, 99), values_ms[-1]
+        len(values_ms), percentile(values_ms, 50), percentile(values_ms, 99), values_ms[-1]
     )

@@ -213,14 +213,15 @@ class ControllerCore:
         assignment = yield fx.ReadAssignment(topic)
         if assignment is None:
             return []
-        if topic not in ctx.topics():  # new to this term: watch it for new partitions
+        added = [
+            TopicPartition(topic, p)
+            for p in sorted(assignment)
+            if TopicPartition(topic, p) not in ctx.assignments
+        ]
+        if len(added) == len(assignment):  # new to this term: watch it for new partitions
             yield fx.WatchData(znodes.topic_path(topic), fx.PartitionModifications(topic))
-        added = []
-        for p, replicas in sorted(assignment.items()):
-            tp = TopicPartition(topic, p)
-            if tp not in ctx.assignments:
-                added.append(tp)
-            ctx.assignments[tp] = tuple(replicas)
+        for p, replicas in assignment.items():
+            ctx.assignments[TopicPartition(topic, p)] = tuple(replicas)
         tps = tuple(TopicPartition(topic, p) for p in assignment)
         found = yield fx.ReadPartitionStates(tps)
         for tp, (state, version) in found.items():

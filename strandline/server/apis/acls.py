@@ -132,16 +132,26 @@ def filter_of(message: Any) -> AclBindingFilter:
 # --- handlers ----------------------------------------------------------------------
 
 
+def _refusal(ctx: BrokerContext, operation: AclOperation) -> tuple[ErrorCode, str] | None:
+    """Why the whole request is refused: no authorizer (Kafka's SECURITY_DISABLED), or
+    the principal lacks `operation` on the cluster; None when it may go on."""
+    if ctx.authorizer is None:
+        return ErrorCode.security_disabled, NO_AUTHORIZER
+    if not cluster_authorized(ctx, operation):
+        return ErrorCode.cluster_authorization_failed, f"{operation.name} on the cluster needed"
+    return None
+
+
 @api(DESCRIBE_ACLS, 1, 3)
 async def describe_acls(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     v = header.api_version
     error, message = ErrorCode.none, None
     resources: tuple[Any, ...] = ()
-    if ctx.authorizer is None:
-        error, message = ErrorCode.security_disabled, NO_AUTHORIZER
-    elif not cluster_authorized(ctx, AclOperation.DESCRIBE):
-        error, message = ErrorCode.cluster_authorization_failed, "DESCRIBE on the cluster needed"
+    refused = _refusal(ctx, AclOperation.DESCRIBE)
+    if refused is not None:
+        error, message = refused
     else:
+        assert ctx.authorizer is not None
         try:
             bindings = ctx.authorizer.acls(filter_of(request))
         except InvalidAcl as e:
@@ -189,13 +199,9 @@ async def create_acls(ctx: BrokerContext, header: RequestHeader, request: Any) -
     v = header.api_version
     result_cls = response_class(CREATE_ACLS, v, "AclCreationResult")
     outcomes: list[tuple[ErrorCode, str | None]] = []
-    if ctx.authorizer is None:
-        outcomes = [(ErrorCode.security_disabled, "No Authorizer is configured.")] * len(
-            request.creations
-        )
-    elif not cluster_authorized(ctx, AclOperation.ALTER):
-        denied = (ErrorCode.cluster_authorization_failed, "ALTER on the cluster needed")
-        outcomes = [denied] * len(request.creations)
+    refused = _refusal(ctx, AclOperation.ALTER)
+    if refused is not None:
+        outcomes = [refused] * len(request.creations)
     else:
         valid: list[AclBinding] = []
         slots: list[int | Exception] = []
@@ -224,17 +230,10 @@ async def delete_acls(ctx: BrokerContext, header: RequestHeader, request: Any) -
     filter_result_cls = response_class(DELETE_ACLS, v, "DeleteAclsFilterResult")
     matching_cls = response_class(DELETE_ACLS, v, "DeleteAclsMatchingAcl")
     results: list[Any] = []
-    if ctx.authorizer is None or not cluster_authorized(ctx, AclOperation.ALTER):
-        disabled = ctx.authorizer is None
+    refused = _refusal(ctx, AclOperation.ALTER)
+    if refused is not None:
         failed = build(
-            filter_result_cls,
-            error_code=ErrorCode.security_disabled
-            if disabled
-            else ErrorCode.cluster_authorization_failed,
-            error_message="No Authorizer is configured."
-            if disabled
-            else "ALTER on the cluster needed",
-            matching_acls=(),
+            filter_result_cls, error_code=refused[0], error_message=refused[1], matching_acls=()
         )
         results = [failed] * len(request.filters)
     else:

@@ -48,6 +48,14 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 OFFSETS_TOPIC_CREATE_WAIT_S = 2.0
 
 R = TypeVar("R")
+# The answers of a member's requests: each is built from its error code alone.
+M = TypeVar(
+    "M",
+    model.JoinGroupResponse,
+    model.SyncGroupResponse,
+    model.HeartbeatResponse,
+    model.LeaveGroupResponse,
+)
 
 # The client's IP address for the request being handled: for the socket server to set
 # per connection (its request tasks inherit it). Empty until it does; DescribeGroups shows
@@ -79,6 +87,21 @@ async def _ask(
 ) -> R | None:
     answer = await ctx.group_service.ask(call)
     return answer if isinstance(answer, expected) else None  # None: the broker is stopping
+
+
+async def _ask_member(
+    ctx: BrokerContext,
+    group_id: str,
+    call: Callable[[Token, int], list[Effect]],
+    expected: type[M],
+) -> M:
+    """A group member's request (Join/Sync/Heartbeat/Leave): READ on the group needed,
+    Kafka's GROUP_AUTHORIZATION_FAILED otherwise; COORDINATOR_NOT_AVAILABLE while the
+    broker stops."""
+    if not _group_allowed(ctx, AclOperation.READ, group_id):
+        return expected(ErrorCode.group_authorization_failed)
+    answer = await _ask(ctx, call, expected)
+    return answer if answer is not None else expected(ErrorCode.coordinator_not_available)
 
 
 # == FindCoordinator ===========================================================================
@@ -211,19 +234,14 @@ async def join_group(ctx: BrokerContext, header: RequestHeader, request: Any) ->
         require_known_member_id=v >= 4,
     )
     coordinator = ctx.group_service.coordinator
-    answer: model.JoinGroupResponse | None
-    if not _group_allowed(ctx, AclOperation.READ, request.group_id):
-        answer = model.JoinGroupResponse(ErrorCode.group_authorization_failed)
-    else:
-        answer = await _ask(
-            ctx,
-            lambda token, now: coordinator.join_group(
-                dataclasses.replace(core_request, token=token), now
-            ),
-            model.JoinGroupResponse,
-        )
-    if answer is None:
-        answer = model.JoinGroupResponse(ErrorCode.coordinator_not_available)
+    answer = await _ask_member(
+        ctx,
+        request.group_id,
+        lambda token, now: coordinator.join_group(
+            dataclasses.replace(core_request, token=token), now
+        ),
+        model.JoinGroupResponse,
+    )
     member_cls = response_class(JOIN_GROUP, v, "JoinGroupResponseMember")
     return build(
         response_class(JOIN_GROUP, v, "JoinGroupResponse"),
@@ -261,19 +279,14 @@ async def sync_group(ctx: BrokerContext, header: RequestHeader, request: Any) ->
         protocol_name=getattr(request, "protocol_name", None),
     )
     coordinator = ctx.group_service.coordinator
-    answer: model.SyncGroupResponse | None
-    if not _group_allowed(ctx, AclOperation.READ, request.group_id):
-        answer = model.SyncGroupResponse(ErrorCode.group_authorization_failed)
-    else:
-        answer = await _ask(
-            ctx,
-            lambda token, now: coordinator.sync_group(
-                dataclasses.replace(core_request, token=token), now
-            ),
-            model.SyncGroupResponse,
-        )
-    if answer is None:
-        answer = model.SyncGroupResponse(ErrorCode.coordinator_not_available)
+    answer = await _ask_member(
+        ctx,
+        request.group_id,
+        lambda token, now: coordinator.sync_group(
+            dataclasses.replace(core_request, token=token), now
+        ),
+        model.SyncGroupResponse,
+    )
     return build(
         response_class(SYNC_GROUP, v, "SyncGroupResponse"),
         throttle_time=NO_THROTTLE,
@@ -293,25 +306,19 @@ async def heartbeat(ctx: BrokerContext, header: RequestHeader, request: Any) -> 
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
     )
-    if not _group_allowed(ctx, AclOperation.READ, request.group_id):
-        return build(
-            response_class(HEARTBEAT, header.api_version, "HeartbeatResponse"),
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.group_authorization_failed,
-        )
     coordinator = ctx.group_service.coordinator
-    answer = await _ask(
+    answer = await _ask_member(
         ctx,
+        request.group_id,
         lambda token, now: coordinator.heartbeat(
             dataclasses.replace(core_request, token=token), now
         ),
         model.HeartbeatResponse,
     )
-    error = answer.error if answer is not None else ErrorCode.coordinator_not_available
     return build(
         response_class(HEARTBEAT, header.api_version, "HeartbeatResponse"),
         throttle_time=NO_THROTTLE,
-        error_code=error,
+        error_code=answer.error,
     )
 
 
@@ -325,19 +332,14 @@ async def leave_group(ctx: BrokerContext, header: RequestHeader, request: Any) -
     else:
         members = (model.LeavingMember(request.member_id),)
     coordinator = ctx.group_service.coordinator
-    answer: model.LeaveGroupResponse | None
-    if not _group_allowed(ctx, AclOperation.READ, request.group_id):
-        answer = model.LeaveGroupResponse(ErrorCode.group_authorization_failed)
-    else:
-        answer = await _ask(
-            ctx,
-            lambda token, now: coordinator.leave_group(
-                model.LeaveGroupRequest(token, request.group_id, members), now
-            ),
-            model.LeaveGroupResponse,
-        )
-    if answer is None:
-        answer = model.LeaveGroupResponse(ErrorCode.coordinator_not_available)
+    answer = await _ask_member(
+        ctx,
+        request.group_id,
+        lambda token, now: coordinator.leave_group(
+            model.LeaveGroupRequest(token, request.group_id, members), now
+        ),
+        model.LeaveGroupResponse,
+    )
     error = answer.error
     if v < 3 and error is ErrorCode.none and answer.members:
         # One member per request before v3: its own error is the answer.
