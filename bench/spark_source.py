@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import sys
 import time
@@ -113,18 +112,10 @@ def spark_rows_per_s(
 ) -> tuple[float, int]:
     """Median rows/s of `repeat` warm count() runs (the same number of reads as the raw
     consumer gets); a noop write is timed too, for information only."""
-    from pyspark.sql import SparkSession
-
     from strandline.spark import register
+    from strandline.spark.session import session_builder
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
+    spark = session_builder("local[2]", "bench-spark-source").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     reader = (

@@ -2,20 +2,26 @@
 
 ZooKeeper + 3 brokers start; synthetic click events stream into `clicks` (6 partitions,
 rf=3) while a PySpark Structured Streaming job counts clicks per page per minute (with
-a watermark) into `page-counts` and Parquet. Mid-run one broker is SIGKILLed and
-restarted. At the end the per-window counts must add up to every event produced.
+a watermark) into `page-counts` and Parquet. The job reads `clicks` read_committed and
+writes `page-counts` with the exactly-once sink (one Kafka transaction per task and
+micro-batch). Mid-run one broker is SIGKILLed and restarted. At the end the demo reads
+`page-counts` read_committed and checks, per page and minute, that the final count is
+the number of clicks produced there and that no micro-batch's update was written twice;
+only then does it say "exactly once".
+
+`--spark-master standalone` runs the job on a Spark standalone cluster started here (a
+master and two workers, executors in JVMs of their own) instead of local[2].
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import subprocess
-import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +33,8 @@ from rich.table import Table
 PAGES = ["/", "/search", "/cart", "/checkout", "/product/1", "/product/2", "/product/3", "/help"]
 CLICKS, PAGE_COUNTS = "clicks", "page-counts"
 EVENT_SPACING_MS = 10  # event time advances 10 ms per click: 6,000 clicks per event-minute
+# The exactly-once sink's transactional ids (and marker groups): `<prefix>-<task>`.
+PAGE_COUNTS_TXN_PREFIX = "demo-page-counts"
 
 console = Console()
 
@@ -39,20 +47,29 @@ class RunStats:
     killed_broker: int | None = None
     leaders_before: dict[int, int] = field(default_factory=dict)
     leaders_after: dict[int, int] = field(default_factory=dict)
+    # Clicks produced per (event-time minute start in ms, page): what the counts must be.
+    expected: Counter[tuple[int, str]] = field(default_factory=Counter)
 
 
 def run_demo(
     events: int = typer.Option(60_000, help="click events to produce"),
     data_dir: Path = typer.Option(Path("data/demo"), help="cluster and output directory"),
     rate: int = typer.Option(1_500, help="events per second"),
+    spark_master: str = typer.Option(
+        "local",
+        help="local (local[2]), standalone (a master and two workers started here), "
+        "or a spark:// URL",
+    ),
 ) -> None:
     """Run the example pipeline: cluster up, clicks -> Spark -> page-counts + Parquet."""
     from strandline.cli.local_cluster import LocalCluster
+    from strandline.spark.standalone import StandaloneCluster
 
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
     cluster = LocalCluster(data_dir / "cluster")
     spark = None
+    spark_cluster: StandaloneCluster | None = None
     started = time.monotonic()
     try:
         with console.status("starting ZooKeeper and 3 brokers"):
@@ -63,30 +80,50 @@ def run_demo(
                     "replica.lag.time.max.ms": "3000",
                     "min.insync.replicas": "2",
                     "offsets.topic.replication.factor": "3",
+                    "transaction.state.log.replication.factor": "3",
+                    "transaction.state.log.min.isr": "2",
                 },
             )
             cluster.wait_for_full_metadata()
             _create_topics(cluster.bootstrap)
         console.print(f"cluster up: [bold]{cluster.bootstrap}[/bold]")
-        with console.status("starting Spark (local[2])"):
-            spark = _spark_session(data_dir)
+        master = spark_master
+        if spark_master == "local":
+            master = "local[2]"
+        elif spark_master == "standalone":
+            with console.status("starting a Spark standalone master and two workers"):
+                spark_cluster = StandaloneCluster(data_dir / "spark-standalone").start()
+            master = spark_cluster.master_url
+        with console.status(f"starting Spark ({master})"):
+            spark = _spark_session(data_dir, master)
             query = _start_query(spark, cluster.bootstrap, data_dir)
         stats = RunStats()
         _produce_with_failover(cluster, events, rate, stats)
         with console.status("waiting for Spark to process every event"):
             _await_caught_up(query, cluster.bootstrap, events, timeout_s=180)
             _stop_between_batches(query, timeout_s=30)
-        total, windows, topic_records = _verify(spark, data_dir, cluster.bootstrap)
-        _summary(stats, total, windows, topic_records, time.monotonic() - started)
+        total, windows = _verify_parquet(spark, data_dir)
+        check = _check_topic(spark, cluster.bootstrap, stats.expected)
+        _summary(stats, total, windows, check, time.monotonic() - started)
         if total != stats.produced:
             console.print(
                 f"[red]counts add up to {total}, but {stats.produced} events were produced"
             )
             raise typer.Exit(1)
-        console.print("[green]every produced event is counted exactly once[/green]")
+        if check.problems:
+            for problem in check.problems[:10]:
+                console.print(f"[red]{problem}")
+            raise typer.Exit(1)
+        console.print(
+            f"[green]exactly once: read read_committed, `{PAGE_COUNTS}` holds every "
+            f"micro-batch's update once and its final counts match the "
+            f"{stats.produced:,} clicks produced, page by page and minute by minute[/green]"
+        )
     finally:
         if spark is not None:
             _stop_spark(spark)
+        if spark_cluster is not None:
+            spark_cluster.stop()
         with console.status("stopping the cluster"):
             cluster.stop()
 
@@ -126,18 +163,13 @@ def _create_topics(bootstrap: str) -> None:
         future.result(60)
 
 
-def _spark_session(data_dir: Path):  # type: ignore[no-untyped-def]
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
+def _spark_session(data_dir: Path, master: str):  # type: ignore[no-untyped-def]
     from strandline.spark import register
+    from strandline.spark.session import session_builder
 
     spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("strandline-demo")
+        session_builder(master, "strandline-demo")
         .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.local.dir", str(data_dir / "spark-tmp"))
@@ -157,6 +189,7 @@ def _start_query(spark, bootstrap: str, data_dir: Path):  # type: ignore[no-unty
         .option("subscribe", CLICKS)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "30000")
+        .option("kafka.isolation.level", "read_committed")
         .option("kafka.log_level", "2")  # the broker kill is expected: keep librdkafka quiet
         .load()
     )
@@ -181,14 +214,28 @@ def _start_query(spark, bootstrap: str, data_dir: Path):  # type: ignore[no-unty
             F.lit(batch_id).alias("batch_id"),
         )
         rows.write.mode("append").parquet(parquet_dir)
+        # Exactly once: each task's rows go in one Kafka transaction that also records
+        # "batch done" for that task; a replayed batch skips what was committed. The
+        # micro-batch id comes from Spark (a local property of foreachBatch's jobs).
         (
             rows.select(
                 F.col("page").cast("binary").alias("key"),
-                F.to_json(F.struct("window_start", "page", "count")).cast("binary").alias("value"),
+                F.to_json(
+                    F.struct(
+                        (F.col("window_start").cast("long") * 1000).alias("window_ms"),
+                        "page",
+                        "count",
+                        "batch_id",
+                    )
+                )
+                .cast("binary")
+                .alias("value"),
             )
             .write.format("strandline")
             .option("bootstrap.servers", bootstrap)
             .option("topic", PAGE_COUNTS)
+            .option("exactlyOnce", "true")
+            .option("transactionalIdPrefix", PAGE_COUNTS_TXN_PREFIX)
             .option("kafka.log_level", "2")
             .mode("append")
             .save()
@@ -243,7 +290,9 @@ def _produce_with_failover(cluster, events: int, rate: int, stats: RunStats) -> 
         for i in range(events):
             event_ms = base_ms + i * EVENT_SPACING_MS + rng.randint(0, 500)
             user = f"u{rng.randint(1, 500)}"
-            value = {"page": rng.choice(PAGES), "user": user, "event_ms": event_ms}
+            page = rng.choice(PAGES)
+            value = {"page": page, "user": user, "event_ms": event_ms}
+            stats.expected[(event_ms - event_ms % 60_000, page)] += 1
             producer.produce(
                 CLICKS,
                 key=user.encode(),
@@ -323,7 +372,7 @@ def _stop_between_batches(query, timeout_s: float) -> None:  # type: ignore[no-u
     query.stop()
 
 
-def _verify(spark, data_dir: Path, bootstrap: str) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
+def _verify_parquet(spark, data_dir: Path) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -336,17 +385,64 @@ def _verify(spark, data_dir: Path, bootstrap: str) -> tuple[int, int, int]:  # t
     ).where("rank = 1")
     total = int(latest.agg(F.sum("count")).first()[0] or 0)
     windows = latest.select("window_start").distinct().count()
-    topic_records = (
-        spark.read.format("strandline")
-        .option("bootstrap.servers", bootstrap)
-        .option("subscribe", PAGE_COUNTS)
-        .load()
-        .count()
-    )
-    return total, windows, topic_records
+    return total, windows
 
 
-def _summary(stats: RunStats, total: int, windows: int, topic_records: int, seconds: float) -> None:
+@dataclass
+class TopicCheck:
+    records: int = 0
+    aborted_or_uncommitted: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def _check_topic(spark, bootstrap: str, expected: Counter[tuple[int, str]]) -> TopicCheck:  # type: ignore[no-untyped-def]
+    """Read `page-counts` read_committed (with the strandline source) and check it
+    against the clicks produced: every (minute, page, micro-batch) update once, and the
+    last update of each (minute, page) equal to the clicks produced there."""
+    check = TopicCheck()
+
+    def read(isolation: str) -> list[tuple[bytes, bytes]]:
+        rows = (
+            spark.read.format("strandline")
+            .option("bootstrap.servers", bootstrap)
+            .option("subscribe", PAGE_COUNTS)
+            .option("kafka.isolation.level", isolation)
+            .load()
+            .select("key", "value")
+            .collect()
+        )
+        return [(bytes(r.key), bytes(r.value)) for r in rows]
+
+    committed = read("read_committed")
+    check.records = len(committed)
+    check.aborted_or_uncommitted = len(read("read_uncommitted")) - len(committed)
+    updates: Counter[tuple[int, str, int]] = Counter()
+    final: dict[tuple[int, str], tuple[int, int]] = {}
+    for key, value in committed:
+        update = json.loads(value)
+        window, page, batch = int(update["window_ms"]), update["page"], int(update["batch_id"])
+        if key.decode() != page:
+            check.problems.append(f"record keyed {key!r} holds page {page}")
+        updates[(window, page, batch)] += 1
+        if (window, page) not in final or final[(window, page)][0] < batch:
+            final[(window, page)] = (batch, int(update["count"]))
+    for (window, page, batch), n in sorted(updates.items()):
+        if n > 1:
+            check.problems.append(
+                f"page {page}, minute {window}: micro-batch {batch}'s update written {n} times"
+            )
+    for (window, page), clicks in sorted(expected.items()):
+        got = final.get((window, page), (0, 0))[1]
+        if got != clicks:
+            check.problems.append(
+                f"page {page}, minute {window}: final count {got}, {clicks} clicks produced"
+            )
+    for window, page in sorted(set(final) - set(expected)):
+        check.problems.append(f"page {page}, minute {window}: counted, but no click produced")
+    return check
+
+
+def _summary(stats: RunStats, total: int, windows: int, check: TopicCheck, seconds: float) -> None:
     moved = sorted(p for p, b in stats.leaders_before.items() if b == stats.killed_broker)
     table = Table(title="Strandline demo")
     table.add_column("what")
@@ -355,9 +451,17 @@ def _summary(stats: RunStats, total: int, windows: int, topic_records: int, seco
     table.add_row(
         "produce throughput", f"{stats.produced / max(stats.produce_seconds, 1e-9):,.0f} events/s"
     )
-    table.add_row("sum of per-minute page counts", f"{total:,}")
+    table.add_row("sum of per-minute page counts (Parquet)", f"{total:,}")
     table.add_row("one-minute event-time windows", f"{windows:,}")
-    table.add_row("records written to page-counts", f"{topic_records:,}")
+    table.add_row(f"{PAGE_COUNTS} records (read_committed)", f"{check.records:,}")
+    table.add_row(
+        f"{PAGE_COUNTS} records of aborted transactions",
+        f"{check.aborted_or_uncommitted:,}",
+    )
+    table.add_row(
+        f"(minute, page) counts checked in {PAGE_COUNTS}",
+        f"{len(stats.expected):,}, {len(check.problems)} wrong",
+    )
     table.add_row(
         "failover",
         f"broker {stats.killed_broker} SIGKILLed; clicks partitions {moved} moved leader"

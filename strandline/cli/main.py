@@ -25,6 +25,7 @@ from strandline.cli import (
     sim,
     state_change_log,
     topics,
+    transactions,
 )
 
 app = typer.Typer(
@@ -50,6 +51,7 @@ app.add_typer(sim.app, name="sim")
 app.add_typer(chaos.app, name="chaos")
 app.add_typer(state_change_log.app, name="state-change-log")
 app.add_typer(perf.app, name="perf")
+app.add_typer(transactions.app, name="transactions")
 
 
 def main() -> None:

@@ -11,6 +11,15 @@ to the leader and the leader's assignment to each member, byte for byte. That is
 eager assignors (range, roundrobin) and the incremental cooperative-sticky assignor
 need from the classic protocol: cooperative-sticky encodes owned partitions in the
 subscription and revokes in a follow-up rebalance, both decided by the clients.
+
+Transactional offsets (KIP-98): TxnOffsetCommit writes a transactional batch of the
+producer and keeps its offsets pending per (group, producer id) until the producer's
+marker on the offsets partition is reported (`complete_txn_offsets`): commit makes each
+the committed offset unless a later-written one is already committed, abort drops them.
+OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT where offsets are
+pending. Pending offsets keep their group alive: expiry never retires it, DeleteGroups
+answers NON_EMPTY_GROUP, and deleting or expiring a committed offset leaves the pending
+one of that partition alone, so memory always matches what a replay of the log gives.
 """
 
 from __future__ import annotations
@@ -50,10 +59,14 @@ from strandline.group.model import (
     Respond,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from strandline.group.partitioning import partition_for
 from strandline.group.records import (
+    NO_PRODUCER_ID,
     OffsetCommitValue,
+    OffsetsBatch,
     RawRecord,
     group_metadata_record,
     offset_commit_record,
@@ -67,6 +80,8 @@ Effect = Respond | AppendToOffsetsTopic
 log = logging.getLogger(__name__)
 E = ErrorCode
 AppendCallback: TypeAlias = Callable[[ErrorCode, int], list[Effect]]
+# Told also where the batch landed (its base offset), to order offset commits.
+PositionedCallback: TypeAlias = Callable[[ErrorCode, int, int], list[Effect]]
 
 # How Kafka's GroupMetadataManager translates a failed append into the client's error.
 _GROUP_STORE_ERRORS = {
@@ -113,7 +128,13 @@ class GroupCoordinator:
         self._loading: set[int] = set()
         self._next_cleanup_ms: int | None = None
         self._next_append_id = 0
-        self._pending_appends: dict[int, AppendCallback] = {}
+        self._pending_appends: dict[int, PositionedCallback] = {}
+        # Groups with offsets of an open transaction, per producer id (Kafka's
+        # openGroupsForProducer): where a producer's marker has to look.
+        self._producer_groups: dict[int, set[str]] = {}
+        # Stands in for a log position when `append_done` is not told one (tests): one
+        # past the highest position seen, so later appends order after earlier ones.
+        self._position_floor = 0
 
     # == partition ownership ====================================================================
 
@@ -124,9 +145,14 @@ class GroupCoordinator:
         """This broker became leader of the partition: answer COORDINATOR_LOAD_IN_PROGRESS."""
         self._loading.add(partition)
 
-    def load(self, partition: int, records: Iterable[RawRecord], now_ms: int) -> None:
-        """Replay the partition's records (up to its high watermark) and start serving it."""
+    def load(
+        self, partition: int, records: Iterable[OffsetsBatch | RawRecord], now_ms: int
+    ) -> None:
+        """Replay the partition's log (batches, or bare non-transactional records) and start
+        serving it. Transactions still open at the end of the log keep their offsets
+        pending until `complete_txn_offsets`."""
         loaded = replay_records(records)
+        self._position_floor = max(self._position_floor, loaded.end_position)
         for group_id in loaded.group_ids():
             if self.partition_for(group_id) != partition:
                 continue
@@ -136,6 +162,13 @@ class GroupCoordinator:
             else:
                 group = GroupMetadata(group_id, state_timestamp_ms=now_ms)
             group.offsets = dict(loaded.offsets.get(group_id, {}))
+            group.offset_positions = dict(loaded.positions.get(group_id, {}))
+            group.pending_txn_offsets = {
+                producer_id: dict(offsets)
+                for producer_id, offsets in loaded.pending.get(group_id, {}).items()
+            }
+            for producer_id in group.pending_txn_offsets:
+                self._producer_groups.setdefault(producer_id, set()).add(group_id)
             self._groups[group_id] = group
         self._loading.discard(partition)
         self._owned.add(partition)
@@ -147,6 +180,8 @@ class GroupCoordinator:
         self._loading.discard(partition)
         for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
             group = self._groups.pop(group_id)
+            for producer_id in group.pending_txn_offsets:
+                self._forget_producer_group(producer_id, group_id)
             for member in group.members.values():
                 self._answer_parked(member, E.not_coordinator, out)
             group.transition_to(GroupState.DEAD, group.state_timestamp_ms)
@@ -727,18 +762,169 @@ class GroupCoordinator:
             return
         group.pending_offset_commits += 1
 
-        def complete(error: ErrorCode, now_ms: int) -> list[Effect]:
+        def complete(error: ErrorCode, now_ms: int, position: int) -> list[Effect]:
             del now_ms
             group.pending_offset_commits -= 1
             if error is E.none:
                 # Only now visible to OffsetFetch, as Kafka's pendingOffsetCommits.
-                group.offsets.update(values)
+                for tp, value in values.items():
+                    group.commit_offset(tp, value, position)
                 return [Respond(token, OffsetCommitResponse(tuple(errors)))]
             mapped = _OFFSET_STORE_ERRORS.get(error, error)
             failed = tuple((tp, mapped if tp in values else e) for tp, e in errors)
             return [Respond(token, OffsetCommitResponse(failed))]
 
-        self._append(group, tuple(records), complete, out)
+        self._append_positioned(group, tuple(records), complete, out)
+
+    # == TxnOffsetCommit ========================================================================
+
+    def txn_offset_commit(self, req: TxnOffsetCommitRequest, now_ms: int) -> list[Effect]:
+        """TxnOffsetCommit (28), Kafka's handleTxnCommitOffsets: the offsets are written now
+        as a transactional batch of the producer and stay pending, invisible to
+        OffsetFetch, until `complete_txn_offsets` reports the producer's marker."""
+        out: list[Effect] = []
+
+        def answer_all(error: ErrorCode) -> list[Effect]:
+            errors = tuple((tp, error) for tp, _ in req.offsets)
+            out.append(Respond(req.token, TxnOffsetCommitResponse(errors)))
+            return out
+
+        error = self._coordinator_error(req.group_id)
+        if error is not None:
+            return answer_all(error)
+        if req.producer_id == NO_PRODUCER_ID:
+            return answer_all(E.invalid_producer_id_mapping)
+        group = self._groups.get(req.group_id)
+        if group is None:
+            # Kafka creates the group (Empty) for any transactional commit.
+            group = GroupMetadata(req.group_id, state_timestamp_ms=now_ms)
+            self._groups[req.group_id] = group
+        error = self._validate_txn_commit(group, req)
+        if error is not None:
+            self._forget_if_unused(group)
+            return answer_all(error)
+        self._store_txn_offsets(group, req, now_ms, out)
+        return out
+
+    @staticmethod
+    def _validate_txn_commit(group: GroupMetadata, req: TxnOffsetCommitRequest) -> ErrorCode | None:
+        """Kafka's validateOffsetCommit(isTransactional = true). Before v3 a request has no
+        member or generation: it may commit to any group, as in Kafka."""
+        if group.state is GroupState.DEAD:
+            return E.coordinator_not_available
+        if req.generation_id < 0 and group.state is GroupState.EMPTY:
+            return None  # a producer outside group management (or an admin) may commit
+        if (
+            req.generation_id >= 0
+            or req.member_id != UNKNOWN_MEMBER_ID
+            or req.group_instance_id is not None
+        ):
+            if req.group_instance_id is not None:
+                known = group.static_members.get(req.group_instance_id)
+                if known is None:
+                    return E.unknown_member_id
+                if known != req.member_id:
+                    return E.fenced_instance_id
+            if req.member_id not in group.members:
+                return E.unknown_member_id
+            if req.generation_id != group.generation_id:
+                return E.illegal_generation
+        return None
+
+    def _store_txn_offsets(
+        self, group: GroupMetadata, req: TxnOffsetCommitRequest, now_ms: int, out: list[Effect]
+    ) -> None:
+        errors: list[tuple[TopicPartition, ErrorCode]] = []
+        values: dict[TopicPartition, OffsetCommitValue] = {}
+        for tp, committed in req.offsets:
+            if len(committed.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                errors.append((tp, E.offset_metadata_too_large))
+                continue
+            values[tp] = OffsetCommitValue(
+                offset=committed.offset,
+                metadata=committed.metadata,
+                commit_timestamp=now_ms,
+                leader_epoch=committed.leader_epoch,
+            )
+            errors.append((tp, E.none))
+        token, producer_id = req.token, req.producer_id
+        if not values:
+            self._forget_if_unused(group)
+            out.append(Respond(token, TxnOffsetCommitResponse(tuple(errors))))
+            return
+        records = tuple(
+            offset_commit_record(group.group_id, tp.topic, tp.partition, value)
+            for tp, value in values.items()
+        )
+        # Pending from now on: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT.
+        group.prepare_txn_offsets(producer_id, values)
+        self._producer_groups.setdefault(producer_id, set()).add(group.group_id)
+
+        def complete(error: ErrorCode, now_ms: int, position: int) -> list[Effect]:
+            del now_ms
+            if error is E.none:
+                group.on_txn_offsets_appended(producer_id, values, position)
+                return [Respond(token, TxnOffsetCommitResponse(tuple(errors)))]
+            group.fail_txn_offsets(producer_id, values)
+            if producer_id not in group.pending_txn_offsets:
+                self._forget_producer_group(producer_id, group.group_id)
+            if self._groups.get(group.group_id) is group:
+                self._forget_if_unused(group)  # nothing was written for it
+            # Fencing (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED) passes through unchanged.
+            mapped = _OFFSET_STORE_ERRORS.get(error, error)
+            failed = tuple((tp, mapped if tp in values else e) for tp, e in errors)
+            return [Respond(token, TxnOffsetCommitResponse(failed))]
+
+        self._append_positioned(
+            group,
+            records,
+            complete,
+            out,
+            producer_id=producer_id,
+            producer_epoch=req.producer_epoch,
+        )
+
+    def complete_txn_offsets(
+        self, partition: int, producer_id: int, commit: bool, now_ms: int
+    ) -> list[Effect]:
+        """The producer's transaction marker is written (replicated) on this offsets
+        partition (Kafka's handleTxnCompletion): on commit its pending offsets in the
+        partition's groups become committed, each unless a later-written offset is already
+        there; on abort they are dropped.
+
+        While the partition is still loading nothing is to be done: the shell's replay
+        reads the log up to its end after the marker was appended, so the marker is part
+        of what gets loaded."""
+        del now_ms  # no timer depends on it; kept for a uniform event signature
+        if partition not in self._owned:
+            return []
+        for group_id in sorted(self._producer_groups.get(producer_id, ())):
+            if self.partition_for(group_id) != partition:
+                continue
+            self._forget_producer_group(producer_id, group_id)
+            group = self._groups.get(group_id)
+            if group is None or group.state is GroupState.DEAD:
+                continue
+            changed = group.complete_txn_offsets(producer_id, commit)
+            # A group that only ever held this aborted transaction's offsets is gone, as it
+            # would be after a reload of the partition.
+            self._forget_if_unused(group)
+            log.debug(
+                "transaction of producer %d %s in group %s (%d offsets changed)",
+                producer_id,
+                "committed" if commit else "aborted",
+                group_id,
+                len(changed),
+            )
+        return []
+
+    def _forget_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self._producer_groups.get(producer_id)
+        if groups is None:
+            return
+        groups.discard(group_id)
+        if not groups:
+            del self._producer_groups[producer_id]
 
     def offset_fetch(self, req: OffsetFetchRequest, now_ms: int) -> list[Effect]:
         del now_ms  # fetching never changes state; kept for a uniform handler signature
@@ -746,12 +932,17 @@ class GroupCoordinator:
         if error is not None:
             return [Respond(req.token, OffsetFetchResponse(error))]
         group = self._groups.get(req.group_id)
+        if group is not None and group.state is GroupState.DEAD:
+            group = None
         committed = group.offsets if group is not None else {}
         wanted = sorted(committed) if req.partitions is None else list(req.partitions)
         offsets = []
         for tp in wanted:
             value = committed.get(tp)
-            if value is None:
+            if req.require_stable and group is not None and group.has_pending_txn_offset(tp):
+                # An open transaction will change it: the client retries (Kafka's getOffsets).
+                offsets.append((tp, FetchedOffset(-1, error=E.unstable_offset_commit)))
+            elif value is None:
                 offsets.append((tp, FetchedOffset(-1)))
             else:
                 offsets.append(
@@ -819,7 +1010,10 @@ class GroupCoordinator:
                 results[group_id] = error
             elif group is None or group.state is GroupState.DEAD:
                 results[group_id] = E.group_id_not_found
-            elif group.state is not GroupState.EMPTY:
+            elif group.state is not GroupState.EMPTY or group.pending_txn_offsets:
+                # Offsets of an open transaction count as a member still at work: deleting
+                # now would lose them in memory while its commit marker brings them back
+                # on the next load of the partition.
                 results[group_id] = E.non_empty_group
             else:
                 group.pending_members.clear()  # they would get UNKNOWN_MEMBER_ID on return
@@ -841,12 +1035,13 @@ class GroupCoordinator:
             offset_commit_record(group.group_id, tp.topic, tp.partition, None) for tp in expired
         ]
         for tp in expired:
-            group.offsets.pop(tp, None)
+            group.remove_offset(tp)
         if (
             group.state is GroupState.EMPTY
             and not group.offsets
             and not group.pending_members
             and not group.pending_offset_commits
+            and not group.pending_txn_offsets
         ):
             group.transition_to(GroupState.DEAD, now_ms)
             del self._groups[group.group_id]
@@ -1027,17 +1222,37 @@ class GroupCoordinator:
         then: AppendCallback,
         out: list[Effect],
     ) -> None:
+        self._append_positioned(group, records, lambda error, now, _at: then(error, now), out)
+
+    def _append_positioned(
+        self,
+        group: GroupMetadata,
+        records: tuple[RawRecord, ...],
+        then: PositionedCallback,
+        out: list[Effect],
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> None:
         self._next_append_id += 1
         self._pending_appends[self._next_append_id] = then
         partition = self.partition_for(group.group_id)
-        out.append(AppendToOffsetsTopic(partition, records, self._next_append_id))
+        out.append(
+            AppendToOffsetsTopic(
+                partition, records, self._next_append_id, producer_id, producer_epoch
+            )
+        )
 
-    def append_done(self, append_id: int, error: ErrorCode, now_ms: int) -> list[Effect]:
-        """The shell's report on an `AppendToOffsetsTopic`: committed (none) or failed."""
+    def append_done(
+        self, append_id: int, error: ErrorCode, now_ms: int, base_offset: int | None = None
+    ) -> list[Effect]:
+        """The shell's report on an `AppendToOffsetsTopic`: committed (none) or failed;
+        `base_offset` is where the batch landed (None: order of the reports)."""
         then = self._pending_appends.pop(append_id, None)
         if then is None:
             raise KeyError(f"unknown or already completed append {append_id}")
-        return then(error, now_ms)
+        position = self._position_floor if base_offset is None else base_offset
+        self._position_floor = max(self._position_floor, position + 1)
+        return then(error, now_ms, position)
 
     def pending_appends(self) -> int:
         return len(self._pending_appends)
@@ -1049,6 +1264,7 @@ class GroupCoordinator:
             and not group.members
             and not group.pending_members
             and not group.offsets
+            and not group.pending_txn_offsets
             and group.generation_id == 0
         ):
             self._groups.pop(group.group_id, None)

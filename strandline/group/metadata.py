@@ -41,6 +41,17 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
+@dataclass
+class PendingTxnOffset:
+    """An offset of an open transaction (Kafka's CommitRecordMetadataAndOffset in
+    pendingTransactionalOffsetCommits)."""
+
+    value: OffsetCommitValue
+    # Base offset of the batch in `__consumer_offsets` that holds it; None while the
+    # append is in flight. Commit order between offsets follows this position.
+    position: int | None = None
+
+
 class IllegalGroupTransition(RuntimeError):
     """A coordinator bug: Kafka's state diagram does not allow this transition."""
 
@@ -95,6 +106,15 @@ class GroupMetadata:
     pending_members: dict[str, int] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)
     offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
+    # Where in `__consumer_offsets` each committed offset was written (batch base offset):
+    # a transaction's offset replaces the committed one only if written after it, as in
+    # Kafka. An offset without a position counts as older than anything.
+    offset_positions: dict[TopicPartition, int] = field(default_factory=dict)
+    # TxnOffsetCommits of open transactions: producer id -> partition -> pending offset.
+    # Invisible to OffsetFetch until the producer's commit marker is written.
+    pending_txn_offsets: dict[int, dict[TopicPartition, PendingTxnOffset]] = field(
+        default_factory=dict
+    )
     # The rebalance (join) timer while PreparingRebalance.
     join_deadline_ms: int | None = None
     # Remaining extension budget of `group.initial.rebalance.delay.ms`; None = normal join.
@@ -104,6 +124,77 @@ class GroupMetadata:
     assignment_store_generation: int | None = None
     # Offset commits appended but not yet committed: the group must not expire meanwhile.
     pending_offset_commits: int = 0
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def commit_offset(self, tp: TopicPartition, value: OffsetCommitValue, position: int) -> bool:
+        """Make `value` (written at `position`) the committed offset unless a later-written
+        one is already committed (Kafka's olderThan check). True if it was taken."""
+        current = self.offset_positions.get(tp)
+        if tp in self.offsets and current is not None and current > position:
+            return False
+        self.offsets[tp] = value
+        self.offset_positions[tp] = position
+        return True
+
+    def remove_offset(self, tp: TopicPartition) -> None:
+        """Forget a committed offset (deleted or expired). Pending transactional offsets of
+        the partition stay: the transaction's marker decides them, as a reload of the log
+        would (its tombstone does not touch a transaction's record)."""
+        self.offsets.pop(tp, None)
+        self.offset_positions.pop(tp, None)
+
+    def prepare_txn_offsets(
+        self, producer_id: int, values: dict[TopicPartition, OffsetCommitValue]
+    ) -> None:
+        pending = self.pending_txn_offsets.setdefault(producer_id, {})
+        for tp, value in values.items():
+            pending[tp] = PendingTxnOffset(value)
+
+    def on_txn_offsets_appended(
+        self, producer_id: int, values: dict[TopicPartition, OffsetCommitValue], position: int
+    ) -> None:
+        """The batch is in the log: remember where, for ordering at commit time. A later
+        TxnOffsetCommit of the same partition may already have replaced the entry."""
+        pending = self.pending_txn_offsets.get(producer_id, {})
+        for tp, value in values.items():
+            entry = pending.get(tp)
+            if entry is not None and entry.value == value:
+                entry.position = position
+
+    def fail_txn_offsets(
+        self, producer_id: int, values: dict[TopicPartition, OffsetCommitValue]
+    ) -> None:
+        """The append failed: nothing was written, the client retries (Kafka's
+        failPendingTxnOffsetCommit)."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is None:
+            return
+        for tp, value in values.items():
+            entry = pending.get(tp)
+            if entry is not None and entry.value == value:
+                del pending[tp]
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool) -> list[TopicPartition]:
+        """The producer's marker is written: on commit its offsets become the committed
+        ones where newer; on abort they vanish. Returns the partitions that changed."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if not commit or not pending:
+            return []
+        changed = []
+        for tp, entry in pending.items():
+            if entry.position is None:
+                # Its append has not finished, so it lies after the marker in the log:
+                # not part of this transaction (Kafka would fail loudly here).
+                continue
+            if self.commit_offset(tp, entry.value, entry.position):
+                changed.append(tp)
+        return changed
+
+    def has_pending_txn_offset(self, tp: TopicPartition) -> bool:
+        return any(tp in pending for pending in self.pending_txn_offsets.values())
 
     # -- state ------------------------------------------------------------------------------
 

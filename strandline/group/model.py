@@ -120,10 +120,28 @@ class OffsetCommitRequest:
 
 
 @dataclass(frozen=True)
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommit (28): offsets a transactional producer commits as part of its
+    transaction; visible to OffsetFetch only once the transaction commits."""
+
+    token: Token
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: tuple[tuple[TopicPartition, OffsetAndMetadata], ...]
+    # v3+: the consumer's group generation, so a zombie member's commit is refused.
+    generation_id: int = NO_GENERATION
+    member_id: str = UNKNOWN_MEMBER_ID
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
 class OffsetFetchRequest:
     token: Token
     group_id: str
     partitions: tuple[TopicPartition, ...] | None = None  # None = every committed offset
+    # v7+: partitions with offsets of an open transaction answer UNSTABLE_OFFSET_COMMIT.
+    require_stable: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,6 +194,11 @@ class LeaveGroupResponse:
 
 @dataclass(frozen=True)
 class OffsetCommitResponse:
+    errors: tuple[tuple[TopicPartition, ErrorCode], ...]
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitResponse:
     errors: tuple[tuple[TopicPartition, ErrorCode], ...]
 
 
@@ -243,7 +266,8 @@ class Respond:
 @dataclass(frozen=True)
 class AppendToOffsetsTopic:
     """Append these (key, value) records to `__consumer_offsets`-`partition` with acks=all,
-    then report the outcome with `GroupCoordinator.append_done(append_id, error, now_ms)`.
+    then report the outcome with `GroupCoordinator.append_done(append_id, error, now_ms,
+    base_offset)`.
 
     Answers that depend on the write (OffsetCommit, the SyncGroup round, a static
     member's rejoin) are only emitted by `append_done`, as in Kafka, so nothing is
@@ -253,3 +277,11 @@ class AppendToOffsetsTopic:
     partition: int
     records: tuple[tuple[bytes, bytes | None], ...]
     append_id: int
+    # A TxnOffsetCommit's records: a transactional batch of this producer, which opens
+    # (or continues) its transaction on the partition until the marker closes it.
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+    @property
+    def transactional(self) -> bool:
+        return self.producer_id >= 0

@@ -324,24 +324,93 @@ def decode_record(key: bytes, value: bytes | None) -> DecodedRecord:
     return k, decode_group_metadata_value(value)
 
 
-def build_batch(records: Iterable[RawRecord], timestamp_ms: int) -> bytes:
-    """A v2 record batch (base offset 0) ready for the leader to append."""
-    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 30)
+# Control record key (Kafka's ControlRecordType): int16 version, int16 type.
+_CONTROL_KEY = struct.Struct(">hh")
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+NO_PRODUCER_ID = -1
+
+
+@dataclass(frozen=True)
+class OffsetsBatch:
+    """One batch of `__consumer_offsets` as the loader needs it.
+
+    `base_offset` orders commits (Kafka's appendedBatchOffset). A transactional batch
+    holds a TxnOffsetCommit of `producer_id`, pending until a control batch of the same
+    producer says `commit` (True) or abort (False); `marker` is None for data batches.
+    """
+
+    base_offset: int
+    records: tuple[RawRecord, ...] = ()
+    producer_id: int = NO_PRODUCER_ID
+    transactional: bool = False
+    marker: bool | None = None
+
+
+def build_batch(
+    records: Iterable[RawRecord],
+    timestamp_ms: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+) -> bytes:
+    """A v2 record batch (base offset 0) ready for the leader to append.
+
+    With a producer id it is a transactional batch of that producer, as Kafka's
+    storeOffsets writes a TxnOffsetCommit (base sequence 0: the leader appends it with
+    the coordinator's origin, which checks the epoch but not sequences).
+    """
+    transactional = producer_id != NO_PRODUCER_ID
+    builder = MemoryRecordsBuilder(
+        magic=2,
+        compression_type=0,
+        batch_size=1 << 30,
+        transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch if transactional else -1,
+        base_sequence=0 if transactional else -1,
+    )
     for key, value in records:
         builder.append(timestamp=timestamp_ms, key=key, value=value, headers=[])
     builder.close()
     return bytes(builder.buffer())
 
 
-def iter_records(log_bytes: bytes) -> Iterator[RawRecord]:
-    """Every (key, value) in a run of v2 batches, e.g. a partition read while loading."""
+def control_marker(key: bytes | None) -> bool | None:
+    """The control record key's marker: True = commit, False = abort, None = another
+    control type (Kafka ignores those while loading)."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return None
+    _, kind = _CONTROL_KEY.unpack_from(key)
+    if kind == CONTROL_COMMIT:
+        return True
+    if kind == CONTROL_ABORT:
+        return False
+    return None
+
+
+def iter_batches(log_bytes: bytes) -> Iterator[OffsetsBatch]:
+    """Every batch in a run of v2 batches, e.g. a partition read while loading."""
     batches = MemoryRecords(log_bytes)
     while batches.has_next():
         batch = batches.next_batch()
         if batch is None:
             break
-        if getattr(batch, "is_control_batch", False):
+        producer_id = int(batch.producer_id)
+        transactional = bool(batch.is_transactional)
+        if batch.is_control_batch:
+            first = next(iter(batch), None)
+            marker = control_marker(None if first is None else bytes(first.key))
+            if marker is not None:
+                yield OffsetsBatch(int(batch.base_offset), (), producer_id, transactional, marker)
             continue
-        for record in batch:
-            if record.key is not None:
-                yield bytes(record.key), None if record.value is None else bytes(record.value)
+        records = tuple(
+            (bytes(r.key), None if r.value is None else bytes(r.value))
+            for r in batch
+            if r.key is not None
+        )
+        yield OffsetsBatch(int(batch.base_offset), records, producer_id, transactional)
+
+
+def iter_records(log_bytes: bytes) -> Iterator[RawRecord]:
+    """Every (key, value) of the data batches, ignoring transactions (tools, tests)."""
+    for batch in iter_batches(log_bytes):
+        yield from batch.records

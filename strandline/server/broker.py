@@ -48,6 +48,7 @@ from strandline.server.replica_fetcher import ReplicaFetcherManager
 from strandline.server.replica_manager import ReplicaManager
 from strandline.server.topic_admin import TopicAdmin
 from strandline.server.topic_configs import TopicConfigs
+from strandline.server.txn_service import TxnService, txn_config_from_props
 from strandline.state_change_log import StateChangeLog
 from strandline.storage.cleaner import clean as clean_segments
 from strandline.storage.log_manager import LogManager
@@ -175,6 +176,20 @@ class Broker:
             offsets_commit_timeout_ms=int(cfg.props.get("offsets.commit.timeout.ms", "5000")),
         )
         self.group_service.start()
+        try:
+            txn_config = txn_config_from_props(cfg.props)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+        self.txn_service = TxnService(
+            txn_config,
+            cfg.broker_id,
+            self.replica_manager,
+            self.metadata_cache,
+            self.producer_ids,
+            self.now_ms,
+            self.inter_broker_security,
+        )
+        self.txn_service.start()
         await self.server.start()
         # register_broker waits out the ephemeral znode of a crashed previous incarnation.
         self.broker_epoch = await self._register()
@@ -472,6 +487,7 @@ class Broker:
         await self.request_sender.close()
         await self.fetcher_manager.shutdown()
         await self.group_service.stop()
+        await self.txn_service.stop()
         await self.server.stop()
         await self.metrics.stop()
         self.replica_manager.checkpoint()

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from strandline.server.replica_manager import ReplicaManager
     from strandline.server.topic_admin import TopicAdmin
     from strandline.server.topic_configs import TopicConfigs
+    from strandline.server.txn_service import TxnService
 
 
 class BrokerContext(Protocol):
@@ -28,6 +29,7 @@ class BrokerContext(Protocol):
     topic_configs: TopicConfigs
     producer_ids: ProducerIdManager
     group_service: GroupService
+    txn_service: TxnService  # the transaction coordinator
     metrics: NoMetrics  # or BrokerMetrics, when metrics.port is set
     authorizer: Authorizer | None  # None: no authorizer.class.name, everything allowed
     acl_cache: AclCache | None  # with an authorizer: ACLs from ZooKeeper, kept current

@@ -21,7 +21,8 @@ from kio.schema.errors import ErrorCode
 from strandline.group.coordinator import Effect, GroupCoordinator
 from strandline.group.model import AppendToOffsetsTopic, GroupConfig, Respond, Token
 from strandline.group.partitioning import OFFSETS_TOPIC
-from strandline.group.records import RawRecord, build_batch, iter_records
+from strandline.group.records import OffsetsBatch, build_batch, iter_batches
+from strandline.storage.log import AppendOrigin
 from strandline.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -142,15 +143,46 @@ class GroupService:
 
     async def _append(self, effect: AppendToOffsetsTopic) -> None:
         tp = TopicPartition(OFFSETS_TOPIC, effect.partition)
-        batch = build_batch(effect.records, self.now_ms())
+        # A TxnOffsetCommit's batch is transactional and carries the producer's id and
+        # epoch: the leader's producer state opens (or continues) its transaction.
+        batch = build_batch(
+            effect.records, self.now_ms(), effect.producer_id, effect.producer_epoch
+        )
+        base_offset: int | None = None
         try:
-            error, _ = await self.replica_manager.append_and_wait(
-                tp, batch, self.offsets_commit_timeout_s
+            # Coordinator origin, as Kafka's appendForGroup: the producer's epoch is
+            # checked, its sequences are not (every TxnOffsetCommit batch starts at 0).
+            error, info = await self.replica_manager.append_and_wait(
+                tp, batch, self.offsets_commit_timeout_s, AppendOrigin.COORDINATOR
             )
+            if info is not None:
+                base_offset = info.first_offset
+                if info.duplicate and effect.transactional and error is ErrorCode.none:
+                    # The log took our batch for a client's retry and wrote nothing: the
+                    # offsets would live in memory only and vanish on the next load.
+                    # Coordinator-origin batches must bypass duplicate detection (Kafka).
+                    log.error(
+                        "%s answered the TxnOffsetCommit batch of producer %d as a "
+                        "duplicate of offset %d; nothing was written",
+                        tp,
+                        effect.producer_id,
+                        info.first_offset,
+                    )
+                    error = ErrorCode.unknown_server_error
         except Exception:
             log.exception("append to %s failed", tp)
             error = ErrorCode.unknown_server_error
-        self.execute(self.coordinator.append_done(effect.append_id, error, self.now_ms()))
+        self.execute(
+            self.coordinator.append_done(effect.append_id, error, self.now_ms(), base_offset)
+        )
+
+    def complete_txn_offsets(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of `producer_id` is written (and replicated) on
+        `__consumer_offsets`-`partition`: WriteTxnMarkers' report (Kafka's
+        onTransactionCompleted). Its pending offsets there become committed, or vanish."""
+        self.execute(
+            self.coordinator.complete_txn_offsets(partition, producer_id, commit, self.now_ms())
+        )
 
     # -- timer ---------------------------------------------------------------------------
 
@@ -206,25 +238,31 @@ class GroupService:
         if hosted is None:
             return
         plog = hosted.log
-        end = plog.log_end_offset
         offset = plog.log_start_offset
-        records: list[RawRecord] = []
-        while offset < end:
+        batches: list[OffsetsBatch] = []
+        records = 0
+        # Up to the log end as it is when the replay ends (Kafka's logEndOffset is a def),
+        # with no await between the last read and `load`: a transaction marker written
+        # meanwhile (whose `complete_txn_offsets` the loading core ignores) is replayed.
+        while offset < (end := plog.log_end_offset):
             chunk = plog.read(offset, _LOAD_READ_BYTES, max_offset=end)
             if chunk.size == 0 or chunk.next_offset <= offset:
                 break
-            records.extend(iter_records(chunk.records))
+            for batch in iter_batches(chunk.records):
+                batches.append(batch)
+                records += len(batch.records)
             offset = chunk.next_offset
-            await asyncio.sleep(0)  # let other requests through on a long log
+            if offset < plog.log_end_offset:
+                await asyncio.sleep(0)  # let other requests through on a long log
         if self._current_load.get(tp.partition) != generation:
             return  # leadership moved on while we read; the listener already acted
-        self.coordinator.load(tp.partition, records, self.now_ms())
+        self.coordinator.load(tp.partition, batches, self.now_ms())
         self._wake.set()
         log.info(
             "loaded %d records of %s up to offset %d in %d ms",
-            len(records),
+            records,
             tp,
-            end,
+            offset,
             self.now_ms() - started,
         )
 

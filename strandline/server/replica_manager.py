@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -25,6 +26,7 @@ from strandline.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
+from strandline.protocol.control_batch import build_marker_batch
 from strandline.protocol.controller_requests import BrokerInfo, PartitionState
 from strandline.replication.controller_fencing import leader_and_isr_state_error
 from strandline.replication.follower import FollowerState, follower_high_watermark
@@ -35,15 +37,20 @@ from strandline.server.purgatory import Purgatory
 from strandline.server.replication_throttle import ReplicationThrottle
 from strandline.state_change_log import StateChangeLog
 from strandline.storage.config import LogConfig
-from strandline.storage.log import AppendInfo, Log
+from strandline.storage.log import AppendInfo, AppendOrigin, Log
 from strandline.storage.log_manager import LogManager
 from strandline.storage.producer_state import OutOfOrderSequenceError, UnknownProducerIdError
+from strandline.storage.txn_index import AbortedTxn
 from strandline.types import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, TopicPartition
 
 log = logging.getLogger(__name__)
 
 # Leader-epoch checkpoints written at once when one LeaderAndIsr makes many leaders.
 CHECKPOINT_WRITER_THREADS = 16
+# How long a transaction marker waits for the ISR (Kafka: the request timeout, 30 s).
+MARKER_TIMEOUT_S = 30.0
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 # (tp, leader, leader_epoch, new isr, controller_epoch, expected zkVersion) -> new zkVersion
 IsrWriter = Callable[[TopicPartition, int, int, tuple[int, ...], int, int], Awaitable[int]]
@@ -89,6 +96,13 @@ class HostedPartition:
     def set_follower_high_watermark(self, hw: int) -> None:
         self._follower_high_watermark = hw
 
+    @property
+    def last_stable_offset(self) -> int:
+        """min(high watermark, first offset of a transaction that is open or whose marker
+        the HW has not passed): read_committed consumers read below it. Followers keep
+        the producer state too, so a new leader starts with the right LSO."""
+        return self.log.last_stable_offset(self.high_watermark)
+
 
 @dataclass
 class StorageFailure:
@@ -107,13 +121,16 @@ def _errno_of(exc: BaseException) -> int | None:
     return cause.errno if isinstance(cause, OSError) else None
 
 
-@dataclass(frozen=True)
-class FetchResult:
+class FetchResult(NamedTuple):
+    # A tuple, not a frozen dataclass: one is built per partition of every fetch.
     tp: TopicPartition
     records: bytes
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    # read_committed: the aborted transactions overlapping `records`; else None.
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 class ReplicaManager:
@@ -370,7 +387,12 @@ class ReplicaManager:
     # -- produce --------------------------------------------------------------
 
     def append_as_leader(
-        self, tp: TopicPartition, records: bytes, acks: int, now_ms: int
+        self,
+        tp: TopicPartition,
+        records: bytes,
+        acks: int,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         hosted = self.leader_partition(tp)
         leader_state = hosted.leader_state
@@ -381,7 +403,7 @@ class ReplicaManager:
                 f"min.insync.replicas={hosted.min_insync_replicas}"
             )
         try:
-            info = hosted.log.append_as_leader(records, hosted.leader_epoch, now_ms)
+            info = hosted.log.append_as_leader(records, hosted.leader_epoch, now_ms, origin)
         except StorageError as e:
             self.on_storage_error(hosted, "leader", e)
             raise
@@ -404,12 +426,17 @@ class ReplicaManager:
         return info
 
     async def append_and_wait(
-        self, tp: TopicPartition, records: bytes, timeout_s: float
+        self,
+        tp: TopicPartition,
+        records: bytes,
+        timeout_s: float,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> tuple[ErrorCode, AppendInfo | None]:
         """An internal acks=all append (the group coordinator's writes to
-        __consumer_offsets): returns once the HW passes it, or the error."""
+        __consumer_offsets, transaction markers): returns once the HW passes it, or the
+        error."""
         try:
-            info = self.append_as_leader(tp, records, -1, clock.now_ms())
+            info = self.append_as_leader(tp, records, -1, clock.now_ms(), origin)
         except KafkaError as e:
             return e.code, None
 
@@ -419,6 +446,37 @@ class ReplicaManager:
         await self.produce_purgatory.wait([tp], done, timeout_s)
         answer = self.produce_completion(tp, info.last_offset)
         return (ErrorCode.request_timed_out if answer is None else answer), info
+
+    async def write_txn_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        *,
+        timeout_s: float = MARKER_TIMEOUT_S,
+    ) -> ErrorCode:
+        """Append a COMMIT or ABORT marker for the producer's transaction as leader
+        (coordinator origin) and wait until the ISR has it, like acks=all. Refusals as
+        Kafka's: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS,
+        INVALID_PRODUCER_EPOCH (an epoch older than the producer's),
+        TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch than the last marker's),
+        KAFKA_STORAGE_ERROR, REQUEST_TIMED_OUT."""
+        batch = build_marker_batch(
+            producer_id, producer_epoch, coordinator_epoch, commit, clock.now_ms()
+        )
+        error, _ = await self.append_and_wait(tp, batch, timeout_s, origin=AppendOrigin.COORDINATOR)
+        if error != ErrorCode.none:
+            log.info(
+                "%s marker for producer %d epoch %d on %s: %s",
+                "commit" if commit else "abort",
+                producer_id,
+                producer_epoch,
+                tp,
+                error.name,
+            )
+        return error
 
     def produce_completion(self, tp: TopicPartition, last_offset: int) -> ErrorCode | None:
         """None while an acks=all produce must still wait, else its answer."""
@@ -590,6 +648,7 @@ class ReplicaManager:
         replica_id: int = CONSUMER_REPLICA_ID,
         min_one_batch: bool = True,
         current_leader_epoch: int = -1,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> FetchResult:
         if replica_id == DEBUGGING_REPLICA_ID:
             hosted = self.get_partition(tp)
@@ -598,23 +657,36 @@ class ReplicaManager:
             if replica_id != CONSUMER_REPLICA_ID and replica_id not in hosted.replicas:
                 raise NotLeaderError(f"broker {replica_id} is not a replica of {tp}")
         plog = hosted.log
-        upper = plog.log_end_offset if replica_id >= 0 else hosted.high_watermark
+        hw = hosted.high_watermark
+        lso = plog.last_stable_offset(hw)
+        read_committed = isolation_level == READ_COMMITTED and replica_id < 0
+        if replica_id >= 0:
+            upper = plog.log_end_offset
+        else:
+            upper = lso if read_committed else hw
         if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"{tp}: fetch offset {fetch_offset} outside "
                 f"[{plog.log_start_offset}, {plog.log_end_offset}]"
             )
         data = b""
+        aborted: list[AbortedTxn] | None = None
         if fetch_offset < upper:
-            data = plog.read(
-                fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch
-            ).records
-        return FetchResult(
-            tp, data, hosted.high_watermark, plog.log_start_offset, plog.log_end_offset
-        )
+            got = plog.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
+            data = got.records
+            if read_committed and data:
+                aborted = plog.collect_aborted_transactions(fetch_offset, got.next_offset)
+        if read_committed and aborted is None:
+            aborted = []
+        return FetchResult(tp, data, hw, plog.log_start_offset, plog.log_end_offset, lso, aborted)
 
     def available_bytes(
-        self, tp: TopicPartition, fetch_offset: int, replica_id: int, wanted: int
+        self,
+        tp: TopicPartition,
+        fetch_offset: int,
+        replica_id: int,
+        wanted: int,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> int:
         """How many bytes (up to `wanted`) a fetch at `fetch_offset` could return now."""
         hosted = self.partitions.get(tp)
@@ -622,6 +694,13 @@ class ReplicaManager:
             return wanted  # an error is an answer: complete the fetch
         plog = hosted.log
         upper = plog.log_end_offset if replica_id >= 0 else hosted.high_watermark
+        if isolation_level == READ_COMMITTED and replica_id < 0:
+            lso = plog.last_stable_offset(upper)
+            if lso <= fetch_offset <= upper:
+                # Between the LSO and the HW: nothing readable until a transaction ends
+                # (the marker's replication moves the HW, which wakes this fetch).
+                return 0
+            upper = lso
         if fetch_offset > upper or fetch_offset < plog.log_start_offset:
             return wanted
         if fetch_offset == upper:

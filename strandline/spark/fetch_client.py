@@ -36,7 +36,8 @@ API_VERSIONS, METADATA, FETCH, LIST_OFFSETS = 18, 3, 1, 2
 # What we can build and parse: (lowest, highest) per API. docs/decisions.md: Fetch 4-12.
 OUR_VERSIONS = {FETCH: (4, 12), METADATA: (1, 12), LIST_OFFSETS: (1, 7)}
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
-READ_UNCOMMITTED = 0
+# Kafka's IsolationLevel on the wire.
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 CONSUMER_REPLICA_ID = -1
 
 DEFAULT_PARTITION_MAX_BYTES = 16 * 1024 * 1024
@@ -68,6 +69,10 @@ class FetchedRecords:
     high_watermark: int
     # -1 when the broker's Fetch version does not carry it (below v5).
     log_start_offset: int
+    # read_committed: the last stable offset, and the (producer id, first offset) of
+    # every aborted transaction overlapping the returned records.
+    last_stable_offset: int = -1
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 def _check(error: ErrorCode, what: str) -> None:
@@ -95,6 +100,7 @@ def fetch_partition(
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
     max_wait: datetime.timedelta = datetime.timedelta(milliseconds=DEFAULT_MAX_WAIT_MS),
     replica_id: int = CONSUMER_REPLICA_ID,
+    isolation_level: int = READ_UNCOMMITTED,
 ) -> FetchedRecords:
     """One Fetch of one partition from the broker at the other end of `conn` (its leader,
     or any replica with replica_id -2, Kafka's debugging consumer)."""
@@ -114,7 +120,7 @@ def fetch_partition(
         max_wait=max_wait,
         min_bytes=1,
         max_bytes=fetch_max_bytes,
-        isolation_level=READ_UNCOMMITTED,
+        isolation_level=isolation_level,
         session_id=0,
         session_epoch=-1,  # no fetch session (KIP-227): a full fetch every time
         topics=(build(module.FetchTopic, topic=topic, partitions=(wanted,)),),
@@ -131,6 +137,11 @@ def fetch_partition(
                     records=bytes(p.records or b""),
                     high_watermark=int(p.high_watermark),
                     log_start_offset=int(getattr(p, "log_start_offset", -1)),
+                    last_stable_offset=int(p.last_stable_offset),
+                    aborted_transactions=tuple(
+                        (int(a.producer_id), int(a.first_offset))
+                        for a in (p.aborted_transactions or ())
+                    ),
                 )
     raise RetriableFetchError(f"{conn.address} did not answer for {topic}-{partition}")
 
@@ -263,6 +274,12 @@ class PartitionClient:
             milliseconds=int(kafka_config.get("fetch.wait.max.ms", DEFAULT_MAX_WAIT_MS))
         )
         self._timeout_s = timeout_s
+        # `isolation.level` as the source option `kafka.isolation.level` sets it.
+        self.isolation_level = (
+            READ_COMMITTED
+            if kafka_config.get("isolation.level", "read_uncommitted") == "read_committed"
+            else READ_UNCOMMITTED
+        )
         self._brokers: dict[int, tuple[str, int]] = {}
         self._leader: BlockingConnection | None = None
 
@@ -352,10 +369,12 @@ class PartitionClient:
             partition_max_bytes=self.partition_max_bytes,
             fetch_max_bytes=max(self._fetch_max_bytes, self.partition_max_bytes),
             max_wait=self._max_wait,
+            isolation_level=self.isolation_level,
         )
 
     def list_offsets(self) -> tuple[int, int]:
-        """(log start offset, high watermark) from the leader."""
+        """(log start offset, end) from the leader: the end is the high watermark, or the
+        last stable offset when reading read_committed."""
         low = self._send_to_leader(lambda conn: self._list_offset(conn, EARLIEST_TIMESTAMP))
         high = self._send_to_leader(lambda conn: self._list_offset(conn, LATEST_TIMESTAMP))
         return int(low), int(high)
@@ -366,7 +385,7 @@ class PartitionClient:
         request = build(
             module.ListOffsetsRequest,
             replica_id=CONSUMER_REPLICA_ID,
-            isolation_level=READ_UNCOMMITTED,
+            isolation_level=self.isolation_level,
             topics=(
                 build(
                     module.ListOffsetsTopic,

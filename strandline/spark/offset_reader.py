@@ -1,7 +1,9 @@
 """Driver-side questions to the cluster: which partitions, and their offset bounds.
 
-Kafka's ListOffsets "latest" is the high watermark for a read_uncommitted consumer, so
-planned ranges never reach past the HW: executors read only committed records.
+Kafka's ListOffsets "latest" is the high watermark for a read_uncommitted consumer and
+the last stable offset (LSO) for a read_committed one (librdkafka sends the consumer's
+`isolation.level`), so planned ranges never reach past the HW, nor past the first
+transaction still open when read_committed.
 
 On a secured cluster librdkafka reports a refused login only as an error event and
 keeps retrying; `LoginWatch` catches that event so a query fails with the reason
@@ -105,12 +107,14 @@ def retry_transient(
 
 
 def consumer_config(kafka_config: dict[str, str]) -> dict[str, object]:
-    """A consumer that never joins a group or commits: Spark's checkpoint owns offsets."""
+    """A consumer that never joins a group or commits: Spark's checkpoint owns offsets.
+    Its `isolation.level` (from the source option, read_committed by default) decides
+    whether "latest" is the HW or the LSO."""
     return {
         "group.id": "strandline-spark",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
-        "isolation.level": "read_uncommitted",
+        "isolation.level": "read_committed",
         **kafka_config,
     }
 
@@ -150,7 +154,8 @@ class OffsetReader:
     def watermarks(
         self, partitions: Iterable[TopicPartition]
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-        """(earliest, latest) offsets: the log start offset and the high watermark."""
+        """(earliest, latest) offsets: the log start offset and the high watermark (the
+        LSO when read_committed)."""
         earliest: dict[TopicPartition, int] = {}
         latest: dict[TopicPartition, int] = {}
         for tp in partitions:

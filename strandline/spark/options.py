@@ -29,6 +29,10 @@ LATEST = LATEST_TIMESTAMP  # -1
 OffsetSpec = str | dict[TopicPartition, int]
 
 KAFKA_PREFIX = "kafka."
+# `kafka.isolation.level`: the source reads read_committed unless told otherwise, on
+# every topic (a topic without transactions reads the same either way; see docs/spark.md).
+ISOLATION_LEVEL = "isolation.level"
+READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 
 
@@ -174,6 +178,10 @@ class SourceOptions:
     # startingOffsetsByTimestamp: epoch-ms per partition; wins over startingOffsets.
     starting_timestamps: dict[TopicPartition, int] | None = None
 
+    @property
+    def read_committed(self) -> bool:
+        return self.kafka_config.get(ISOLATION_LEVEL) == READ_COMMITTED
+
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         opts = {k.lower(): v for k, v in options.items()}
@@ -205,8 +213,18 @@ class SourceOptions:
             if not isinstance(spec, dict):
                 raise OptionError("option 'startingOffsetsByTimestamp' must be JSON")
             by_time = spec
+        kafka_config = _kafka_config(opts)
+        isolation = kafka_config.get(ISOLATION_LEVEL, READ_COMMITTED).strip().lower()
+        if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
+            raise OptionError(
+                f"option 'kafka.{ISOLATION_LEVEL}' must be '{READ_COMMITTED}' or "
+                f"'{READ_UNCOMMITTED}', got {isolation!r}"
+            )
+        # One value for the driver's consumer (ListOffsets: the LSO) and the executors'
+        # Fetch requests.
+        kafka_config[ISOLATION_LEVEL] = isolation
         return cls(
-            kafka_config=_kafka_config(opts),
+            kafka_config=kafka_config,
             subscribe=subscribe,
             subscribe_pattern=pattern,
             starting_offsets=starting,
@@ -232,8 +250,43 @@ class SourceOptions:
 class SinkOptions:
     kafka_config: dict[str, str]
     topic: str | None = None
+    # exactlyOnce: one Kafka transaction per Spark task and micro-batch (sink.py).
+    exactly_once: bool = False
+    # transactionalIdPrefix: transactional ids and marker groups are `<prefix>-<task partition>`.
+    transactional_id_prefix: str | None = None
+    # batchId: the micro-batch a batch write belongs to (default: Spark's own, set for
+    # writes inside foreachBatch).
+    batch_id: int | None = None
+    # testDelayPerRowMs (tests only): sleep after each row, so a test can kill a query
+    # while a transaction is open with records in the log.
+    row_delay_ms: int = 0
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         opts = {k.lower(): v for k, v in options.items()}
-        return cls(kafka_config=_kafka_config(opts), topic=opts.get("topic") or None)
+        exactly_once = _bool(opts, "exactlyonce", False)
+        topic = opts.get("topic") or None
+        if exactly_once and topic is None:
+            raise OptionError(
+                "option 'exactlyOnce' needs the option 'topic': the sink records which "
+                "micro-batches it wrote as consumer-group offsets of that topic"
+            )
+        batch_id = None
+        if "batchid" in opts:
+            try:
+                batch_id = int(opts["batchid"])
+            except ValueError as exc:
+                raise OptionError("option 'batchId' must be a non-negative integer") from exc
+            if batch_id < 0:
+                raise OptionError(
+                    f"option 'batchId' must be a non-negative integer, got {batch_id}"
+                )
+        prefix = (opts.get("transactionalidprefix") or "").strip() or None
+        return cls(
+            kafka_config=_kafka_config(opts),
+            topic=topic,
+            exactly_once=exactly_once,
+            transactional_id_prefix=prefix,
+            batch_id=batch_id,
+            row_delay_ms=_positive_int(opts, "testdelayperrowms") or 0,
+        )

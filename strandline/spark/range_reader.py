@@ -32,7 +32,8 @@ from strandline.spark.fetch_client import (
     RetriableFetchError,
 )
 from strandline.spark.offsets import OffsetRange
-from strandline.spark.record_decoder import decode_records
+from strandline.spark.options import ISOLATION_LEVEL, READ_COMMITTED
+from strandline.spark.record_decoder import AbortedTransactions, decode_records
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,9 @@ class PartitionFetcher(Protocol):
 
     def fetch(self, offset: int) -> FetchedRecords: ...
 
-    def list_offsets(self) -> tuple[int, int]: ...
+    def list_offsets(self) -> tuple[int, int]:
+        """(log start offset, end): the high watermark, or the LSO when read_committed."""
+        ...
 
     def close(self) -> None: ...
 
@@ -90,6 +93,9 @@ class RangeReader:
         self._range = offset_range
         self._fail_on_data_loss = fail_on_data_loss
         self._poll_timeout_s = poll_timeout_ms / 1000.0
+        # read_committed: the fetcher asks for committed records only (up to the LSO) and
+        # we drop those of aborted transactions.
+        self._read_committed = kafka_config.get(ISOLATION_LEVEL) == READ_COMMITTED
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         r = self._range
@@ -117,7 +123,12 @@ class RangeReader:
                 log.info("retrying %s-%s after %s", r.topic, r.partition, exc)
                 time.sleep(RETRY_BACKOFF_S)
                 continue
-            decoded = decode_records(fetched.records, r.topic, r.partition, next_offset, r.end)
+            aborted = (
+                AbortedTransactions(fetched.aborted_transactions) if self._read_committed else None
+            )
+            decoded = decode_records(
+                fetched.records, r.topic, r.partition, next_offset, r.end, aborted=aborted
+            )
             if decoded.next_offset is None and fetched.records:
                 # KIP-74 brokers always return the first batch whole, however large.
                 raise FetchError(

@@ -17,6 +17,7 @@ length of -1 means null:
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,12 @@ MAGIC_V2 = 2
 
 COMPRESSION_MASK = 0x07
 LOG_APPEND_TIME_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+NO_PRODUCER_ID = -1
+# A control record's key: int16 version, int16 type (0 abort, 1 commit).
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+_CONTROL_KEY = struct.Struct(">hh")
 _DECOMPRESS = {1: gzip_decode, 2: snappy_decode, 3: lz4_decode, 4: zstd_decode}
 
 # A fetch is decoded in groups of at most this many payload bytes (after
@@ -71,6 +77,65 @@ I64Array = npt.NDArray[np.int64]
 
 class CorruptRecordsError(ValueError):
     """Fetched record batches failed their CRC or do not parse."""
+
+
+class AbortedTransactions:
+    """read_committed, as Kafka's consumers do it (Java's CompletedFetch, librdkafka's
+    rd_kafka_msgset_reader): a Fetch response lists the (producer id, first offset) of
+    the aborted transactions overlapping its records. Walking the batches in offset
+    order, a producer becomes "aborted" once a batch reaches its first offset; its
+    transactional batches are dropped until its ABORT marker (a control batch) ends
+    that transaction. Committed transactions and non-transactional batches pass.
+
+    One instance per Fetch response (its list covers the records it returned)."""
+
+    def __init__(self, aborted: Iterable[tuple[int, int]]) -> None:
+        # By first offset: they are opened in the order the batches reach them.
+        self._pending = sorted(aborted, key=lambda a: a[1])
+        self._next = 0
+        self._open: set[int] = set()
+
+    def drops(
+        self, producer_id: int, last_offset: int, transactional: bool, abort_marker: bool
+    ) -> bool:
+        """Whether the batch's records are dropped (control batches never reach users;
+        the caller drops them whatever this says, but must pass them here)."""
+        if producer_id == NO_PRODUCER_ID:
+            return False
+        while self._next < len(self._pending) and self._pending[self._next][1] <= last_offset:
+            self._open.add(self._pending[self._next][0])
+            self._next += 1
+        if abort_marker:
+            self._open.discard(producer_id)
+            return False
+        return transactional and producer_id in self._open
+
+
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    raw = shift = 0
+    while pos < len(buf) and shift < 64:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    raise CorruptRecordsError("malformed varint in a control record")
+
+
+def control_type(body: bytes | memoryview) -> int:
+    """The type of the first control record of an (uncompressed) control batch body:
+    CONTROL_ABORT or CONTROL_COMMIT (-1 when the batch has no readable key)."""
+    length, pos = _read_varint(body, 0)
+    end = pos + length
+    pos += 1  # attributes
+    _, pos = _read_varint(body, pos)  # timestamp delta
+    _, pos = _read_varint(body, pos)  # offset delta
+    key_len, pos = _read_varint(body, pos)
+    if key_len < _CONTROL_KEY.size or pos + key_len > end or end > len(body):
+        return -1
+    _, kind = _CONTROL_KEY.unpack_from(bytes(body[pos : pos + _CONTROL_KEY.size]))
+    return int(kind)
 
 
 @dataclass(frozen=True)
@@ -356,6 +421,16 @@ class _Group:
         return _to_record_batch(decoded, topic, partition)
 
 
+def _inflate(attributes: int, body: memoryview) -> bytes | memoryview:
+    codec = attributes & COMPRESSION_MASK
+    if not codec:
+        return body
+    try:
+        return bytes(_DECOMPRESS[codec](bytes(body)))
+    except KeyError:
+        raise CorruptRecordsError(f"unknown compression codec {codec}") from None
+
+
 def decode_records(
     data: bytes,
     topic: str,
@@ -363,12 +438,14 @@ def decode_records(
     start: int,
     end: int,
     max_group_bytes: int = MAX_GROUP_BYTES,
+    aborted: AbortedTransactions | None = None,
 ) -> DecodedRecords:
     """The records of `data` (a Fetch response's record set) with offsets in [start, end).
 
-    Control batches (transaction markers) are skipped; a partial batch at the end (the
-    broker cuts the set at the size limit) is ignored. Raises CorruptRecordsError on a
-    CRC mismatch or anything that does not parse.
+    Control batches (transaction markers) are skipped; with `aborted` (read_committed)
+    so are the batches of aborted transactions. A partial batch at the end (the broker
+    cuts the set at the size limit) is ignored. Raises CorruptRecordsError on a CRC
+    mismatch or anything that does not parse.
     """
     view = memoryview(data)
     fetched = np.frombuffer(data, np.uint8)
@@ -383,9 +460,10 @@ def decode_records(
             break  # a partial trailing batch
         if batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptRecordsError(f"{topic}-{partition}: batch at {base_offset} too short")
-        (_, _, _, magic, crc, attributes, last_offset_delta, base_ts, max_ts, _, _, _, count) = (
-            BATCH_HEADER.unpack_from(data, pos)
-        )
+        (
+            _, _, _, magic, crc, attributes, last_offset_delta, base_ts, max_ts,
+            producer_id, _, _, count,
+        ) = BATCH_HEADER.unpack_from(data, pos)  # fmt: skip
         if magic != MAGIC_V2:
             raise CorruptRecordsError(
                 f"{topic}-{partition}: message format v{magic} at offset {base_offset} "
@@ -398,7 +476,18 @@ def decode_records(
         body_at = pos + BATCH_HEADER_SIZE
         pos = batch_end
         next_offset = base_offset + last_offset_delta + 1
-        if attributes & CONTROL_BIT or count <= 0 or next_offset <= start or base_offset >= end:
+        control = bool(attributes & CONTROL_BIT)
+        if aborted is not None:
+            abort_marker = (
+                control
+                and count > 0
+                and control_type(_inflate(attributes, view[body_at:batch_end])) == CONTROL_ABORT
+            )
+            if aborted.drops(
+                producer_id, next_offset - 1, bool(attributes & TRANSACTIONAL_BIT), abort_marker
+            ):
+                continue
+        if control or count <= 0 or next_offset <= start or base_offset >= end:
             continue
         codec = attributes & COMPRESSION_MASK
         log_append = 1 if attributes & LOG_APPEND_TIME_BIT else 0

@@ -5,6 +5,8 @@ Kafka's LogCleaner, reduced to what a compacted topic needs to stay bounded:
 - Only the *cleanable* part of a log is touched: inactive segments below the high
   watermark (a record that may still be truncated must not shadow an older committed
   one) and older than `min.compaction.lag.ms`. The active segment is never rewritten.
+  The part also ends at the last stable offset: the records of an open transaction may
+  yet be aborted, so they must neither shadow older records nor be removed.
 - An offset map (key -> latest offset) is built over that part; a record survives if it
   is the latest of its key there, or has no key. A tombstone (null value) survives
   until its segment is older than `delete.retention.ms`, so consumers that were behind
@@ -13,7 +15,13 @@ Kafka's LogCleaner, reduced to what a compacted topic needs to stay bounded:
   timestamp type (Kafka's `filterTo` with `overrideLastOffset`): offsets never move,
   segments keep their ranges, readers only see gaps. A batch that loses every record is
   dropped, except one carrying a producer id, kept empty so the producer state rebuilt
-  from the log stays right; control batches are kept whole.
+  from the log stays right.
+- Transactions (KIP-98): the records of aborted transactions (the plan names them, from
+  the txn indexes) are removed and never enter the offset map, so an aborted write never
+  shadows a committed one. Control batches (transaction markers) are always kept whole:
+  Kafka removes a marker once its transaction's data is gone and delete.retention.ms has
+  passed; keeping them costs a few bytes per transaction and keeps every txn index entry
+  and every replay of the producer state exact.
 - The work (decoding, filtering, writing `<base>.log.cleaned`) reads its own file
   descriptors and touches no `Log` state, so the broker runs it in a thread; the
   `Log` swaps the results in afterwards, and only for segments that did not change
@@ -46,6 +54,7 @@ from strandline.protocol.record_batch import (
     iter_batches,
 )
 from strandline.storage.index import write_fully
+from strandline.storage.txn_index import AbortedTxn
 
 CLEANED_SUFFIX = ".cleaned"
 
@@ -70,6 +79,26 @@ class SegmentToClean:
 class CleaningPlan:
     segments: tuple[SegmentToClean, ...]
     end_offset: int  # the first offset not cleaned
+    aborted: tuple[AbortedTxn, ...] = ()  # aborted transactions overlapping the range
+
+
+_AbortedRanges = dict[int, list[tuple[int, int]]]  # producer id -> (first, marker offset)
+
+
+def aborted_ranges(aborted: Iterable[AbortedTxn]) -> _AbortedRanges:
+    ranges: _AbortedRanges = {}
+    for txn in aborted:
+        ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return ranges
+
+
+def is_aborted(header: BatchHeader, ranges: _AbortedRanges) -> bool:
+    """Whether a data batch belongs to one of the aborted transactions."""
+    if not ranges or not header.is_transactional or header.is_control:
+        return False
+    return any(
+        first <= header.base_offset <= last for first, last in ranges.get(header.producer_id, ())
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +125,16 @@ def batch_records(data: bytes, header: BatchHeader) -> Iterator[Any]:
     return iter(DefaultRecordBatch(data[header.position : header.position + header.size]))
 
 
-def build_offset_map(datas: Iterable[bytes]) -> dict[bytes, int]:
-    """key -> offset of its latest record, over the given segment contents in order."""
+def build_offset_map(
+    datas: Iterable[bytes], aborted: _AbortedRanges | None = None
+) -> dict[bytes, int]:
+    """key -> offset of its latest record, over the given segment contents in order;
+    records of aborted transactions do not count."""
     latest: dict[bytes, int] = {}
+    ranges = aborted or {}
     for data in datas:
         for header in iter_batches(data, verify_crc=False):
-            if header.is_control:
+            if header.is_control or is_aborted(header, ranges):
                 continue
             for record in batch_records(data, header):
                 if record.key is not None:
@@ -143,23 +176,34 @@ def _rebuild(header: BatchHeader, kept: list[Any]) -> bytes:
 
 
 def filter_segment(
-    data: bytes, latest: dict[bytes, int], drop_tombstones: bool
+    data: bytes,
+    latest: dict[bytes, int],
+    drop_tombstones: bool,
+    aborted: _AbortedRanges | None = None,
 ) -> tuple[bytes, int, int]:
-    """The segment's batches with superseded records removed: (bytes, before, after)."""
+    """The segment's batches with superseded and aborted records removed:
+    (bytes, before, after)."""
     out: list[bytes] = []
     before = after = 0
+    ranges = aborted or {}
     for header in iter_batches(data, verify_crc=False):
         whole = data[header.position : header.position + header.size]
         if header.is_control:
             out.append(whole)
             continue
         records = list(batch_records(data, header))
-        kept = [
-            r
-            for r in records
-            if r.key is None
-            or (latest.get(bytes(r.key)) == r.offset and not (drop_tombstones and r.value is None))
-        ]
+        if is_aborted(header, ranges):
+            kept = []
+        else:
+            kept = [
+                r
+                for r in records
+                if r.key is None
+                or (
+                    latest.get(bytes(r.key)) == r.offset
+                    and not (drop_tombstones and r.value is None)
+                )
+            ]
         before += len(records)
         after += len(kept)
         if len(kept) == len(records):
@@ -175,10 +219,11 @@ def clean(plan: CleaningPlan) -> list[CleanedSegment]:
     Reads and writes files only; the caller swaps the results into its `Log`.
     """
     datas = [_read(segment) for segment in plan.segments]
-    latest = build_offset_map(datas)
+    ranges = aborted_ranges(plan.aborted)
+    latest = build_offset_map(datas, ranges)
     results = []
     for segment, data in zip(plan.segments, datas, strict=True):
-        cleaned, before, after = filter_segment(data, latest, segment.drop_tombstones)
+        cleaned, before, after = filter_segment(data, latest, segment.drop_tombstones, ranges)
         if after == before:
             continue
         path = segment.path.with_name(segment.path.name + CLEANED_SUFFIX)

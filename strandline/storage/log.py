@@ -10,11 +10,19 @@ checked before a leader append, replayed from batch headers on a follower append
 snapshotted to `<offset>.snapshot` (offset = the log end offset it covers) on every roll
 and on close. Opening or truncating reloads the newest snapshot at or below the log end
 offset and replays the batch headers after it.
+
+Transactions (KIP-98): the producer state tracks open transactions, from which the last
+stable offset follows (`last_stable_offset(hw)`). A transaction marker (control batch)
+appended here, by the leader (coordinator origin only) or by a follower, that aborts a
+transaction adds an entry to its segment's `.txnindex`; recovery rebuilds those of the
+recovered segments from the producer state, and `collect_aborted_transactions` answers
+read_committed fetches from them.
 """
 
 from __future__ import annotations
 
 import bisect
+import enum
 import logging
 import os
 import re
@@ -27,7 +35,10 @@ from functools import partial
 from pathlib import Path
 
 from strandline.errors import InvalidRecordError, OffsetOutOfRangeError, StorageError
+from strandline.protocol.control_batch import EndTransactionMarker, NotAMarkerError, read_marker
 from strandline.protocol.record_batch import (
+    CONTROL_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     assign_offsets,
     iter_batches,
@@ -46,7 +57,11 @@ from strandline.storage.leader_epoch_cache import (
 )
 from strandline.storage.producer_state import (
     NO_PRODUCER_ID,
+    OK,
+    AppendCheck,
+    CompletedTxn,
     Duplicate,
+    InvalidProducerEpoch,
     ProducerStateManager,
     SnapshotError,
     last_sequence,
@@ -54,11 +69,12 @@ from strandline.storage.producer_state import (
     snapshot_file_name,
 )
 from strandline.storage.segment import LOG_SUFFIX, LogSegment
+from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 # Leftovers of an interrupted write, rename or delete: never part of the log.
 _STALE_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
@@ -66,6 +82,14 @@ _STALE_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
 
 class UnexpectedAppendOffsetError(InvalidRecordError):
     """A follower append whose first offset is below the log end offset."""
+
+
+class AppendOrigin(enum.Enum):
+    """Who asks for a leader append (Kafka's AppendOrigin): only the transaction
+    coordinator may write control batches (transaction markers)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +191,11 @@ class Log:
             recover_from = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
         for segment in self.segments[:recover_from]:
             segment.load()
+        # Aborted-transaction entries of the recovered segments are rebuilt from the
+        # producer state replayed over them (Kafka's LogSegment.recover).
+        rebuild_txn_index_from = (
+            self.segments[recover_from].base_offset if recover_from < len(self.segments) else None
+        )
         recovered = self._recover_segments(recover_from)
 
         if not self.segments:
@@ -184,7 +213,16 @@ class Log:
             else min(recovery_point, self.log_end_offset)
         )
         self._load_leader_epoch_cache()
-        self._load_producer_state()
+        if rebuild_txn_index_from is not None:
+            recovered_segments = [
+                s for s in self.segments if s.base_offset >= rebuild_txn_index_from
+            ]
+            for segment in recovered_segments:
+                segment.txn_index.reset()
+            if not any(s.has_control_batches for s in recovered_segments):
+                # No marker there, so no abort to index: the usual (newest) snapshot will do.
+                rebuild_txn_index_from = None
+        self._load_producer_state(rebuild_txn_index_from)
 
     def _clean_directory(self) -> list[int]:
         """Remove leftovers and orphan indexes; return the base offsets of `.log` files."""
@@ -309,7 +347,11 @@ class Log:
     # ================================================================== appending
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         self._check_open()
         validated = validate_for_append(records, self.config.max_message_bytes)
@@ -322,7 +364,7 @@ class Log:
             max_timestamp = header.max_timestamp if append_time is None else append_time
             batches.append((header.position, offset, header.size, last_offset, max_timestamp))
             offset = last_offset + 1
-        duplicate = self._check_producers(validated.batches, batches)
+        duplicate = self._check_producers(validated.batches, batches, records, origin)
         if duplicate is not None:
             return AppendInfo(
                 first_offset=duplicate.first_offset,
@@ -342,7 +384,7 @@ class Log:
             cache = self.leader_epoch_cache.copy()
             cache.assign(leader_epoch, first_offset)
         self._append(buf, batches, now_ms, validated.record_count, cache)
-        self._record_producers(validated.batches, batches)
+        self._record_producers(validated.batches, batches, buf)
         return AppendInfo(
             first_offset=first_offset,
             last_offset=next_offset - 1,
@@ -381,8 +423,30 @@ class Log:
         changed = cache if cache.entries != self.leader_epoch_cache.entries else None
         self._append(records, batches, now_ms, record_count, changed)
         # Replication origin: the leader already checked the sequences.
+        state = self.producer_state
         for header in headers:
-            self.producer_state.on_batch(header)
+            attributes = header.attributes
+            if attributes & CONTROL_MASK:
+                # Complete the transaction (and index an abort) in offset order.
+                self._apply_marker(header, header.base_offset, records, headers[0].base_offset)
+            elif header.producer_id != NO_PRODUCER_ID:
+                # ProducerStateManager.on_batch, inlined: this runs for every replicated batch.
+                base_offset, delta, base_seq = (
+                    header.base_offset,
+                    header.last_offset_delta,
+                    header.base_sequence,
+                )
+                state.on_append(
+                    header.producer_id,
+                    header.producer_epoch,
+                    base_seq,
+                    last_sequence(base_seq, delta),
+                    base_offset,
+                    base_offset + delta,
+                    header.max_timestamp,
+                    attributes & TRANSACTIONAL_MASK != 0,
+                )
+        state.map_end_offset = max(state.map_end_offset, headers[-1].next_offset)
         return AppendInfo(
             first_offset=headers[0].base_offset,
             last_offset=headers[-1].last_offset,
@@ -426,12 +490,20 @@ class Log:
     # ================================================================== producer state
 
     def _check_producers(
-        self, headers: list[BatchHeader], planned: list[tuple[int, int, int, int, int]]
+        self,
+        headers: list[BatchHeader],
+        planned: list[tuple[int, int, int, int, int]],
+        records: bytes | bytearray | memoryview,
+        origin: AppendOrigin,
     ) -> Duplicate | None:
         """Check every idempotent batch before anything is written (Kafka's
         analyzeAndValidateProducerState); raise for a refused one. A payload holding a
         duplicate is answered as that duplicate, as Kafka does."""
-        idempotent = [i for i, h in enumerate(headers) if h.producer_id != NO_PRODUCER_ID]
+        idempotent = [
+            i
+            for i, h in enumerate(headers)
+            if h.producer_id != NO_PRODUCER_ID or h.attributes & CONTROL_MASK
+        ]
         if not idempotent:
             return None
         # Later batches of one payload must see the earlier ones: check against a copy.
@@ -440,14 +512,35 @@ class Log:
             state = state.staged({headers[i].producer_id for i in idempotent})
         for i in idempotent:
             header = headers[i]
+            attributes = header.attributes
+            if attributes & CONTROL_MASK:
+                self._check_marker(header, records, origin)
+                continue
             _, first_offset, _, last_offset, max_timestamp = planned[i]
             last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
-            check = state.check_append(
-                header.producer_id, header.producer_epoch, header.base_sequence, last_seq
-            )
-            if isinstance(check, Duplicate):
-                return check
-            raise_for_refusal(check, header.producer_id, header.producer_epoch, str(self.tp))
+            transactional = attributes & TRANSACTIONAL_MASK != 0
+            if origin is AppendOrigin.CLIENT:
+                check: AppendCheck = state.check_append(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    last_seq,
+                    transactional,
+                )
+            else:
+                # Kafka's maybeValidateDataBatch: a coordinator's batch (TxnOffsetCommit's)
+                # has its epoch checked, never its sequences (each starts again at 0), and
+                # is never taken for a duplicate.
+                known = state.producers.get(header.producer_id)
+                check = (
+                    InvalidProducerEpoch(known.producer_epoch, header.producer_epoch)
+                    if known is not None and header.producer_epoch < known.producer_epoch
+                    else OK
+                )
+            if check is not OK:  # the shared OK answers nearly every batch: no matching
+                if isinstance(check, Duplicate):
+                    return check
+                raise_for_refusal(check, header.producer_id, header.producer_epoch, str(self.tp))
             if state is not self.producer_state:
                 state.on_append(
                     header.producer_id,
@@ -457,17 +550,38 @@ class Log:
                     first_offset,
                     last_offset,
                     max_timestamp,
+                    transactional,
                 )
         return None
 
+    def _check_marker(
+        self, header: BatchHeader, records: bytes | bytearray | memoryview, origin: AppendOrigin
+    ) -> None:
+        if origin is not AppendOrigin.COORDINATOR:
+            raise InvalidRecordError(f"{self.tp}: clients may not write control batches")
+        if header.producer_id == NO_PRODUCER_ID:
+            raise InvalidRecordError(f"{self.tp}: a transaction marker needs a producer id")
+        marker = read_marker(records, header)
+        check = self.producer_state.check_marker(
+            header.producer_id, header.producer_epoch, marker.coordinator_epoch
+        )
+        raise_for_refusal(check, header.producer_id, header.producer_epoch, str(self.tp))
+
     def _record_producers(
-        self, headers: list[BatchHeader], appended: list[tuple[int, int, int, int, int]]
+        self,
+        headers: list[BatchHeader],
+        appended: list[tuple[int, int, int, int, int]],
+        buf: bytearray,
     ) -> None:
         state = self.producer_state
         for header, (_, first_offset, _, last_offset, max_timestamp) in zip(
             headers, appended, strict=True
         ):
             if header.producer_id != NO_PRODUCER_ID:
+                attributes = header.attributes
+                if attributes & CONTROL_MASK:
+                    self._apply_marker(header, first_offset, buf, appended[0][1])
+                    continue
                 state.on_append(
                     header.producer_id,
                     header.producer_epoch,
@@ -476,8 +590,43 @@ class Log:
                     first_offset,
                     last_offset,
                     max_timestamp,
+                    attributes & TRANSACTIONAL_MASK != 0,
                 )
         state.map_end_offset = self.log_end_offset
+
+    def _apply_marker(
+        self,
+        header: BatchHeader,
+        offset: int,
+        buf: bytes | bytearray | memoryview,
+        append_start: int,
+    ) -> None:
+        """Close the producer's transaction with the marker just appended at `offset`, and
+        index it in the active segment if it aborted one.
+
+        Should the index write fail, the append is undone (the log cut back to
+        `append_start` and the producer state reloaded) and StorageError raised: a marker
+        in the log without its index entry would let read_committed consumers read the
+        aborted records, and the coordinator's retry would not index it again.
+        """
+        try:
+            marker = read_marker(buf, header)
+        except NotAMarkerError:
+            marker = None
+        completed = self.producer_state.on_batch(header._replace(base_offset=offset), marker)
+        if completed is None or not completed.is_aborted:
+            return
+        try:
+            self.active_segment.txn_index.append(_aborted(completed))
+        except OSError as exc:
+            logger.error("indexing an aborted transaction of %s failed: %s", self.tp, exc)
+            try:
+                self.active_segment.truncate_to(append_start)
+                self._load_producer_state()
+            except OSError as undo:
+                logger.error("undoing the append to %s failed: %s", self.tp, undo)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            raise StorageError(f"txn index append to {self.tp} failed: {exc}") from exc
 
     def _snapshot_offsets(self) -> list[int]:
         offsets = []
@@ -490,17 +639,24 @@ class Log:
     def _snapshot_path(self, offset: int) -> Path:
         return self.dir / snapshot_file_name(offset)
 
-    def _load_producer_state(self) -> None:
+    def _load_producer_state(self, rebuild_txn_index_from: int | None = None) -> None:
         """Newest readable snapshot at or below the log end offset, then replay the batch
         headers after it (from the first segment when there is none), like Kafka's
-        loadProducerState. Snapshots beyond the log end describe data that is gone."""
+        loadProducerState. Snapshots beyond the log end describe data that is gone.
+
+        With `rebuild_txn_index_from`, the replay starts at or below that offset and
+        indexes every transaction aborted by a marker from there on (the caller emptied
+        those segments' txn indexes)."""
         leo = self.log_end_offset
+        limit = leo if rebuild_txn_index_from is None else min(leo, rebuild_txn_index_from)
         state: ProducerStateManager | None = None
         for offset in reversed(self._snapshot_offsets()):
             path = self._snapshot_path(offset)
             if offset > leo:
                 path.unlink(missing_ok=True)
                 continue
+            if offset > limit:
+                continue  # valid, but later than the replay must start
             try:
                 state = ProducerStateManager.from_snapshot(path.read_bytes())
             except (SnapshotError, OSError) as exc:
@@ -510,9 +666,62 @@ class Log:
             break
         if state is None:
             state = ProducerStateManager()
-        state.replay(self._headers_from(state.map_end_offset))
+        completed = state.replay(self._headers_from(state.map_end_offset), self._marker_of)
+        if rebuild_txn_index_from is not None:
+            for txn in completed:
+                if txn.is_aborted and txn.last_offset >= rebuild_txn_index_from:
+                    self._segment_for(txn.last_offset).txn_index.append(_aborted(txn))
         state.map_end_offset = leo
         self.producer_state = state
+
+    def _segment_for(self, offset: int) -> LogSegment:
+        return self.segments[max(0, bisect.bisect_right(self._bases, offset) - 1)]
+
+    def _marker_of(self, header: BatchHeader) -> EndTransactionMarker | None:
+        """The marker of a control batch read back from its segment (rare: one small
+        read per marker replayed)."""
+        try:
+            return self._segment_for(header.base_offset).read_marker(header)
+        except InvalidRecordError as exc:
+            logger.warning(
+                "ignoring unreadable control batch at %d of %s: %s",
+                header.base_offset,
+                self.tp,
+                exc,
+            )
+            return None
+
+    # ================================================================== transactions
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """min(high watermark, first offset of an open or unreplicated transaction), but
+        not below the log start offset (retention or DeleteRecords may have removed the
+        start of a transaction still open), as Kafka's UnifiedLog."""
+        state = self.producer_state
+        if not state.ongoing_txns and not state.unreplicated_txns:
+            return high_watermark
+        return max(
+            state.last_stable_offset(high_watermark), min(high_watermark, self.log_start_offset)
+        )
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset), from the
+        txn indexes of the segment holding `start_offset` onwards (Kafka's
+        UnifiedLog.collectAbortedTransactions)."""
+        self._check_open()
+        found: list[AbortedTxn] = []
+        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        try:
+            for segment in self.segments[i:]:
+                txns, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+                found.extend(txns)
+                if complete:
+                    break
+        except OSError as exc:
+            raise StorageError(f"reading the txn index of {self.tp} failed: {exc}") from exc
+        return found
 
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of the batches holding offsets >= `offset`; no record is decoded."""
@@ -573,6 +782,7 @@ class Log:
             os.ftruncate(segment.fd, 0)
             segment.size = segment.flushed_size = 0
             segment.recover(verify_crc=False)
+        segment.txn_index.reset()
         self.segments.append(segment)
         self._bases = [s.base_offset for s in self.segments]
         fsync_dir(self.dir)
@@ -781,16 +991,19 @@ class Log:
     # ================================================================== compaction
 
     def cleaning_plan(self, now_ms: int, high_watermark: int) -> CleaningPlan | None:
-        """What the cleaner may rewrite now, or None: inactive segments below the HW and
-        older than min.compaction.lag.ms, once their dirty share reaches
-        min.cleanable.dirty.ratio."""
+        """What the cleaner may rewrite now, or None: inactive segments below the last
+        stable offset (so below the HW, and never into an open transaction, whose outcome
+        decides which of its records count) and older than min.compaction.lag.ms, once
+        their dirty share reaches min.cleanable.dirty.ratio. The plan names the aborted
+        transactions of that range: their records are dropped and shadow nothing."""
         self._check_open()
         if not self.config.compact_enabled:
             return None
+        limit = self.last_stable_offset(high_watermark)
         cleanable: list[LogSegment] = []
         for segment in self.segments[:-1]:
             lag = self.config.min_compaction_lag_ms
-            if segment.next_offset > high_watermark or (
+            if segment.next_offset > limit or (
                 lag > 0 and now_ms - segment.largest_timestamp < lag
             ):
                 break
@@ -800,13 +1013,15 @@ class Log:
         if not total or not dirty or dirty / total < self.config.min_cleanable_dirty_ratio:
             return None
         horizon = now_ms - self.config.delete_retention_ms
+        end_offset = cleanable[-1].next_offset
         return CleaningPlan(
             tuple(
                 SegmentToClean(s.base_offset, s.log_path, s.size, s.largest_timestamp < horizon)
                 for s in cleanable
                 if not s.is_empty
             ),
-            cleanable[-1].next_offset,
+            end_offset,
+            tuple(self.collect_aborted_transactions(cleanable[0].base_offset, end_offset)),
         )
 
     def swap_cleaned(self, plan: CleaningPlan, cleaned: list[CleanedSegment]) -> int:
@@ -951,6 +1166,10 @@ class Log:
             f"Log({self.tp}, start={self.log_start_offset}, end={self.log_end_offset}, "
             f"segments={len(self.segments)})"
         )
+
+
+def _aborted(txn: CompletedTxn) -> AbortedTxn:
+    return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
 
 
 def _write_bytes_atomically(path: Path, data: bytes) -> None:

@@ -1,4 +1,5 @@
-"""One log segment: `<base>.log` with its sparse `<base>.index` and `<base>.timeindex`.
+"""One log segment: `<base>.log` with its sparse `<base>.index` and `<base>.timeindex`,
+and the aborted-transaction index `<base>.txnindex` (created with its first entry).
 
 The segment only ever handles whole v2 batches and reads their 61-byte headers; record
 bodies are touched only to answer a timestamp lookup.
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strandline.errors import CorruptRecordError
+from strandline.protocol.control_batch import EndTransactionMarker, NotAMarkerError, read_marker
 from strandline.protocol.record_batch import (
+    CONTROL_MASK,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -24,6 +27,7 @@ from strandline.protocol.record_batch import (
     read_header,
 )
 from strandline.storage.index import OffsetIndex, TimeIndex, Writer, write_fully
+from strandline.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -96,6 +100,9 @@ class LogSegment:
         except OSError:
             os.close(self.fd)
             raise
+        self.txn_index = TransactionIndex(
+            directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX), writer
+        )
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -103,6 +110,8 @@ class LogSegment:
         self.first_batch_timestamp = -1
         self.bytes_since_last_index = 0
         self.flushed_size = self.size
+        # Set by `recover`: whether the segment holds a control batch (a marker).
+        self.has_control_batches = True
         # batch base offset -> file position, for the offsets fetches are likely to ask next
         self._position_hints: dict[int, int] = {}
 
@@ -158,8 +167,10 @@ class LogSegment:
         valid_end = 0
         reason: str | None = None
         expected = self.base_offset
+        control_batches = False
         try:
             for header in self.scan(0, os.fstat(self.fd).st_size, verify_crc=verify_crc):
+                control_batches = control_batches or header.attributes & CONTROL_MASK != 0
                 if header.base_offset < expected or (dense and header.base_offset != expected):
                     reason = (
                         f"batch at position {header.position} has base offset "
@@ -182,6 +193,9 @@ class LogSegment:
         except CorruptRecordError as exc:
             reason = str(exc)
         file_size = os.fstat(self.fd).st_size
+        # Whether the txn index may need rebuilding (a marker may have been cut too,
+        # but then the index is reset anyway: see Log._load).
+        self.has_control_batches = control_batches
         truncated = file_size - valid_end
         if truncated:
             os.ftruncate(self.fd, valid_end)
@@ -320,6 +334,15 @@ class LogSegment:
 
     # ------------------------------------------------------------------ reading
 
+    def read_marker(self, header: BatchHeader) -> EndTransactionMarker | None:
+        """The transaction marker of the control batch `header` (read from this segment's
+        file); None for a control record of another type."""
+        batch = os.pread(self.fd, header.size, header.position)
+        try:
+            return read_marker(batch, header._replace(position=0))
+        except NotAMarkerError:
+            return None
+
     def _remember(self, offset: int, position: int) -> None:
         """Note where the batch starting at `offset` lies: the next fetch usually asks there."""
         hints = self._position_hints
@@ -445,6 +468,7 @@ class LogSegment:
         """Drop batches holding offsets >= `offset` (whole batches); returns bytes removed."""
         position = self.position_of(offset)
         removed = self.size - position
+        self.txn_index.truncate_to(offset)
         if removed:
             os.ftruncate(self.fd, position)
             self.size = position
@@ -473,6 +497,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         self.flushed_size = self.size
 
     def close(self) -> None:
@@ -481,12 +506,14 @@ class LogSegment:
             self.fd = -1
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def delete(self) -> None:
         self.close()
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"

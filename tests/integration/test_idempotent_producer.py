@@ -126,8 +126,10 @@ def test_init_producer_id_and_sequence_checks_survive_sigkill(cluster_factory: A
             assert first.producer_epoch == 0 and first.producer_id >= 0
         second = client.request(init_producer_id())
         assert second.producer_id > first.producer_id
+        # A transactional id is its transaction coordinator's to answer; before any
+        # FindCoordinator created __transaction_state, no broker is one.
         refused = client.request(init_producer_id("a-transactional-app"))
-        assert refused.error_code == ErrorCode.unsupported_version
+        assert refused.error_code == ErrorCode.not_coordinator
         assert refused.producer_id == -1
 
         pid = int(second.producer_id)

@@ -3,8 +3,6 @@ real Strandline cluster per test (tests/conftest.py's `cluster_factory`)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +10,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from strandline.spark import register
+from strandline.spark.session import session_builder
+from strandline.spark.standalone import StandaloneCluster
 
 
 @pytest.fixture
@@ -22,14 +22,8 @@ def bootstrap(cluster_factory: Any) -> str:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     session = (
-        SparkSession.builder.master("local[2]")
-        .appName("strandline-spark-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
+        session_builder("local[2]", "strandline-spark-tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
@@ -45,3 +39,12 @@ def project_cluster_bootstrap(request: pytest.FixtureRequest) -> str:
     """A one-broker Strandline cluster: for what Tansu lacks (DeleteRecords, retention)."""
     cluster = request.getfixturevalue("cluster_factory")(brokers=1)
     return str(cluster.bootstrap)
+
+
+@pytest.fixture(scope="session")
+def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark standalone cluster: a master and two workers (1 core, 512 MiB each),
+    separate JVMs started with pyspark's bin/spark-class. Jobs reach it as separate
+    driver processes (this process already runs a local[2] SparkContext)."""
+    with StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"), workers=2) as cluster:
+        yield cluster.master_url

@@ -54,7 +54,9 @@ def produce(
 Record = tuple[Any, Any, Any, Any, Any]
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int) -> list[Record]:
+def consume_all(
+    bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed"
+) -> list[Record]:
     """Every record up to the end of each partition: (partition, offset, key, value, headers).
 
     Reads to partition EOF rather than to the listed high watermark, so it does not
@@ -66,6 +68,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> list[Record]:
             "group.id": "verify",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            "isolation.level": isolation,
         }
     )
     out: list[Record] = []
@@ -83,3 +86,30 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> list[Record]:
     finally:
         consumer.close()
     return out
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[int]:
+    """ListOffsets "latest" per partition: the high watermark (read_uncommitted) or the
+    last stable offset (read_committed)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation}
+    )
+    try:
+        return [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+            for p in range(partitions)
+        ]
+    finally:
+        consumer.close()
+
+
+def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
+    """The group's committed offset (OffsetFetch, require_stable); -1001 when none."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed"}
+    )
+    try:
+        [tp] = consumer.committed([TopicPartition(topic, partition)], timeout=10)
+        return int(tp.offset)
+    finally:
+        consumer.close()

@@ -81,7 +81,8 @@ def test_options_follow_spark_kafka_names_and_defaults() -> None:
         {"kafka.bootstrap.servers": "h:1", "subscribe": "a, b", "maxOffsetsPerTrigger": "5"},
         streaming=True,
     )
-    assert opts.kafka_config == {"bootstrap.servers": "h:1"}
+    # read_committed unless `kafka.isolation.level` says otherwise (docs/spark.md).
+    assert opts.kafka_config == {"bootstrap.servers": "h:1", "isolation.level": "read_committed"}
     assert opts.subscribe == ("a", "b")
     assert opts.starting_offsets == "latest"
     assert opts.max_offsets_per_trigger == 5

@@ -22,6 +22,9 @@ from strandline.server.apis import (
     sasl,
     scram_credentials,
     topics,
+    transactions,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from strandline.server.apis.registry import REGISTRY, ApiSpec
 
@@ -48,4 +51,7 @@ __all__ = [
     "sasl",
     "scram_credentials",
     "topics",
+    "transactions",
+    "txn_offset_commit",
+    "write_txn_markers",
 ]

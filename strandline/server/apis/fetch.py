@@ -1,6 +1,10 @@
 """Fetch (1): read whole batches below the high watermark (consumers) or the log end
 (followers). A fetch that finds fewer than `min_bytes` parks in the fetch purgatory
-and is answered as soon as an append or HW move makes enough data available."""
+and is answered as soon as an append or HW move makes enough data available.
+
+`isolation_level=1` (read_committed, KIP-98) reads below the last stable offset instead
+of the HW and answers the aborted transactions overlapping the records returned, which
+the client drops; every response carries the real LSO."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
 from strandline.server.authz import authorized_names, cluster_authorized
 from strandline.server.context import BrokerContext
+from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
 
 API_KEY = 1
@@ -63,7 +68,8 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     def held() -> set[TopicPartition]:
         return throttled if throttled and throttle.leader.exceeded(throttle.clock()) else set()
 
-    results = _collect(ctx, wanted, request.max_bytes, replica_id, held())
+    isolation = getattr(request, "isolation_level", 0)
+    results = _collect(ctx, wanted, request.max_bytes, replica_id, held(), isolation)
     if replica_id >= 0:
         # A follower's fetch offset is its LEO; record it only after reading, so this
         # response carries the HW from before the update (seed 004).
@@ -83,7 +89,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                 if w.tp in waiting:
                     continue
                 available += rm.available_bytes(
-                    w.tp, w.fetch_offset, replica_id, request.min_bytes - available
+                    w.tp, w.fetch_offset, replica_id, request.min_bytes - available, isolation
                 )
                 if available >= request.min_bytes:
                     return True
@@ -93,7 +99,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             # Answer (empty) when the quota frees, so the follower asks again then.
             wait_s = min(wait_s, throttle.leader.delay_s(throttle.clock()))
         if await rm.fetch_purgatory.wait([w.tp for w in wanted], enough, wait_s):
-            results = _collect(ctx, wanted, request.max_bytes, replica_id, held())
+            results = _collect(ctx, wanted, request.max_bytes, replica_id, held(), isolation)
     for tp in throttled:
         throttle.leader.record(len(results[tp][1]), throttle.clock())
     if ctx.metrics.enabled:
@@ -101,7 +107,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             if result[1]:
                 ctx.metrics.bytes_out(tp.topic, len(result[1]), replication=replica_id >= 0)
     for tp in denied:
-        results[tp] = (ErrorCode.topic_authorization_failed, b"", -1, -1)
+        results[tp] = (ErrorCode.topic_authorization_failed, b"", -1, -1, -1, None)
     return _response(header.api_version, request, results)
 
 
@@ -119,7 +125,8 @@ def _unauthorized(
     return {w.tp for w in wanted if w.tp.topic not in allowed}
 
 
-_Result = tuple[ErrorCode, bytes, int, int]  # error, records, high watermark, log start
+# error, records, high watermark, log start, last stable offset, aborted txns (read_committed)
+_Result = tuple[ErrorCode, bytes, int, int, int, list[AbortedTxn] | None]
 
 
 def _collect(
@@ -128,6 +135,7 @@ def _collect(
     response_max_bytes: int,
     replica_id: int,
     held: set[TopicPartition],
+    isolation_level: int = 0,
 ) -> dict[TopicPartition, _Result]:
     """Read each wanted partition; a `held` one (throttled) answers its offsets only."""
     rm = ctx.replica_manager
@@ -144,21 +152,29 @@ def _collect(
                 replica_id=replica_id,
                 min_one_batch=budget == response_max_bytes and w.tp not in held,
                 current_leader_epoch=w.leader_epoch,
+                isolation_level=isolation_level,
             )
         except KafkaError as e:
-            hw, start = _offsets_or_unknown(ctx, w.tp)
-            results[w.tp] = (e.code, b"", hw, start)
+            hw, start, lso = _offsets_or_unknown(ctx, w.tp)
+            results[w.tp] = (e.code, b"", hw, start, lso, None)
             continue
         budget -= len(r.records)
-        results[w.tp] = (ErrorCode.none, r.records, r.high_watermark, r.log_start_offset)
+        results[w.tp] = (
+            ErrorCode.none,
+            r.records,
+            r.high_watermark,
+            r.log_start_offset,
+            r.last_stable_offset,
+            r.aborted_transactions,
+        )
     return results
 
 
-def _offsets_or_unknown(ctx: BrokerContext, tp: TopicPartition) -> tuple[int, int]:
+def _offsets_or_unknown(ctx: BrokerContext, tp: TopicPartition) -> tuple[int, int, int]:
     hosted = ctx.replica_manager.partitions.get(tp)
     if hosted is None:
-        return -1, -1
-    return hosted.high_watermark, hosted.log.log_start_offset
+        return -1, -1, -1
+    return hosted.high_watermark, hosted.log.log_start_offset, hosted.last_stable_offset
 
 
 def _response(version: int, request: Any, results: dict[TopicPartition, _Result]) -> Any:
@@ -168,16 +184,18 @@ def _response(version: int, request: Any, results: dict[TopicPartition, _Result]
     for t in request.topics:
         partitions = []
         for p in t.partitions:
-            error, records, hw, start = results[TopicPartition(t.topic, p.partition)]
+            error, records, hw, start, lso, aborted = results[TopicPartition(t.topic, p.partition)]
             partitions.append(
                 build(
                     partition_cls,
                     partition_index=p.partition,
                     error_code=error,
                     high_watermark=hw,
-                    last_stable_offset=hw,
+                    last_stable_offset=lso,
                     log_start_offset=start,
-                    aborted_transactions=None,
+                    aborted_transactions=None
+                    if aborted is None
+                    else _aborted_transactions(version, aborted),
                     preferred_read_replica=-1,
                     records=records,
                 )
@@ -190,3 +208,8 @@ def _response(version: int, request: Any, results: dict[TopicPartition, _Result]
         session_id=0,
         responses=tuple(topics),
     )
+
+
+def _aborted_transactions(version: int, aborted: list[AbortedTxn]) -> tuple[Any, ...]:
+    cls = response_class(API_KEY, version, "AbortedTransaction")
+    return tuple(cls(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted)

@@ -32,6 +32,7 @@ from strandline.server.apis.registry import api
 from strandline.server.authz import authorized, authorized_names, cluster_authorized
 from strandline.server.context import BrokerContext
 from strandline.server.session import current_session
+from strandline.transaction.partitioning import TRANSACTION_STATE_TOPIC
 from strandline.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -151,13 +152,22 @@ def _coordinator_for(
     cache = ctx.metadata_cache
     unavailable = (ErrorCode.coordinator_not_available, -1, "", -1)
     if key_type == TRANSACTION_KEY_TYPE:
-        # No transaction coordinator: this broker answers InitProducerId itself (and
-        # refuses transactional ids there with a clear, non-retriable error).
-        me = cache.brokers.get(ctx.config.broker_id)
-        address = None if me is None else me.address_for(current_session().listener)
-        if me is None or address is None:
+        # The leader of the id's __transaction_state partition, as Kafka; the topic is
+        # created on first use and the client retries COORDINATOR_NOT_AVAILABLE meanwhile.
+        if not authorized(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return ErrorCode.transactional_id_authorization_failed, -1, "", -1
+        txn_service = ctx.txn_service
+        if not cache.has_topic(TRANSACTION_STATE_TOPIC):
+            txn_service.ensure_topic(ctx.topic_admin)
             return unavailable
-        return ErrorCode.none, me.broker_id, *address
+        txn_tp = TopicPartition(TRANSACTION_STATE_TOPIC, txn_service.coordinator.partition_for(key))
+        txn_state = cache.partition(txn_tp)
+        if txn_state is None or txn_state.leader not in cache.brokers:
+            return unavailable
+        txn_address = cache.brokers[txn_state.leader].address_for(current_session().listener)
+        if txn_address is None:
+            return unavailable
+        return ErrorCode.none, txn_state.leader, *txn_address
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.invalid_request, -1, "", -1
     if not key:
@@ -445,12 +455,15 @@ async def offset_commit(ctx: BrokerContext, header: RequestHeader, request: Any)
 @api(OFFSET_FETCH, 1, 8)
 async def offset_fetch(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     v = header.api_version
+    # v7+: a read_committed consumer asks not to be given an offset an open transaction
+    # is about to change (UNSTABLE_OFFSET_COMMIT per partition; it retries).
+    require_stable = bool(getattr(request, "require_stable", False))
     if v >= 8:
         group_cls = response_class(OFFSET_FETCH, v, "OffsetFetchResponseGroup")
         groups = []
         for group in request.groups:
             wanted = _wanted_partitions(group.topics)
-            answer = await _fetch_offsets(ctx, group.group_id, wanted)
+            answer = await _fetch_offsets(ctx, group.group_id, wanted, require_stable)
             groups.append(
                 build(
                     group_cls,
@@ -465,7 +478,7 @@ async def offset_fetch(ctx: BrokerContext, header: RequestHeader, request: Any) 
             groups=tuple(groups),
         )
     wanted = _wanted_partitions(request.topics)
-    answer = await _fetch_offsets(ctx, request.group_id, wanted)
+    answer = await _fetch_offsets(ctx, request.group_id, wanted, require_stable)
     if v < 2 and answer.error is not ErrorCode.none:
         # No top-level error field before v2: every asked partition carries it.
         error = answer.error
@@ -488,7 +501,10 @@ def _wanted_partitions(topics: Any) -> tuple[TopicPartition, ...] | None:
 
 
 async def _fetch_offsets(
-    ctx: BrokerContext, group_id: str, wanted: tuple[TopicPartition, ...] | None
+    ctx: BrokerContext,
+    group_id: str,
+    wanted: tuple[TopicPartition, ...] | None,
+    require_stable: bool = False,
 ) -> model.OffsetFetchResponse:
     if not _group_allowed(ctx, AclOperation.DESCRIBE, group_id):
         return model.OffsetFetchResponse(ErrorCode.group_authorization_failed)
@@ -496,7 +512,7 @@ async def _fetch_offsets(
     answer = await _ask(
         ctx,
         lambda token, now: coordinator.offset_fetch(
-            model.OffsetFetchRequest(token, group_id, wanted), now
+            model.OffsetFetchRequest(token, group_id, wanted, require_stable), now
         ),
         model.OffsetFetchResponse,
     )

@@ -1,5 +1,6 @@
-"""ListOffsets (2): earliest (-2), latest (-1, the HW for consumers), or the first
-record whose timestamp is >= T, found at record granularity inside its batch."""
+"""ListOffsets (2): earliest (-2), latest (-1, the HW for consumers; the last stable
+offset for read_committed ones, isolation_level=1), or the first record whose timestamp
+is >= T below that bound, found at record granularity inside its batch."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
 from strandline.server.authz import require_topic
 from strandline.server.context import BrokerContext
+from strandline.server.replica_manager import READ_COMMITTED
 from strandline.types import (
     CONSUMER_REPLICA_ID,
     EARLIEST_TIMESTAMP,
@@ -39,7 +41,12 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                 if request.replica_id < 0:  # a follower's own lookups need no ACL
                     require_topic(ctx, AclOperation.DESCRIBE, t.name)
                 offset, timestamp, epoch = _lookup(
-                    ctx, tp, p.timestamp, request.replica_id, getattr(p, "current_leader_epoch", -1)
+                    ctx,
+                    tp,
+                    p.timestamp,
+                    request.replica_id,
+                    getattr(p, "current_leader_epoch", -1),
+                    getattr(request, "isolation_level", 0),
                 )
                 error = ErrorCode.none
             except KafkaError as e:
@@ -64,17 +71,26 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
 
 
 def _lookup(
-    ctx: BrokerContext, tp: TopicPartition, timestamp: int, replica_id: int, leader_epoch: int
+    ctx: BrokerContext,
+    tp: TopicPartition,
+    timestamp: int,
+    replica_id: int,
+    leader_epoch: int,
+    isolation_level: int = 0,
 ) -> tuple[int, int, int]:
     hosted = ctx.replica_manager.leader_partition(tp, leader_epoch)
     plog = hosted.log
+    # Kafka's lastFetchableOffset: what a consumer of this isolation level may read.
+    fetchable = (
+        hosted.last_stable_offset if isolation_level == READ_COMMITTED else hosted.high_watermark
+    )
     if timestamp == EARLIEST_TIMESTAMP:
         offset = plog.log_start_offset
     elif timestamp == LATEST_TIMESTAMP:
-        offset = hosted.high_watermark if replica_id == CONSUMER_REPLICA_ID else plog.log_end_offset
+        offset = fetchable if replica_id == CONSUMER_REPLICA_ID else plog.log_end_offset
     else:
         found = plog.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= hosted.high_watermark:
+        if found is None or found[0] >= fetchable:
             return -1, -1, -1
         offset, ts = found
         return offset, ts, _epoch_at(hosted, offset)

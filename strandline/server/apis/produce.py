@@ -1,5 +1,8 @@
 """Produce (0): append batches as leader; acks=-1 waits in the produce purgatory
-until the high watermark passes the batch (every ISR member has it)."""
+until the high watermark passes the batch (every ISR member has it).
+
+Transactional batches (KIP-98) need WRITE on the request's transactional id, as in
+Kafka; the partition's producer state opens the transaction (storage.producer_state)."""
 
 from __future__ import annotations
 
@@ -12,10 +15,11 @@ from kio.schema.errors import ErrorCode
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.protocol.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
 from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
-from strandline.server.authz import authorized_names
+from strandline.server.authz import authorized, authorized_names
 from strandline.server.context import BrokerContext
 from strandline.types import TopicPartition
 
@@ -55,12 +59,18 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     writable = authorized_names(
         ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data)
     )
+    if ctx.authorizer is not None and not _transactional_id_allowed(ctx, request):
+        # Kafka refuses the whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+        writable = set()
+        denied_error = ErrorCode.transactional_id_authorization_failed
+    else:
+        denied_error = ErrorCode.topic_authorization_failed
     for topic in request.topic_data:
         for pdata in topic.partition_data:
             tp = TopicPartition(topic.name, pdata.index)
             outcome = outcomes[tp] = _PartitionOutcome()
             if topic.name not in writable:
-                outcome.fail(ErrorCode.topic_authorization_failed, f"not authorized to write {tp}")
+                outcome.fail(denied_error, f"not authorized to write {tp}")
                 continue
             if acks not in (0, 1, -1):
                 outcome.fail(ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1")
@@ -87,6 +97,24 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     if acks == -1:
         await _await_replication(ctx, outcomes, request.timeout.total_seconds())
     return _response(header.api_version, request, outcomes)
+
+
+def _transactional_id_allowed(ctx: BrokerContext, request: Any) -> bool:
+    """False when the request holds a transactional batch (Kafka looks at each
+    partition's first batch) and WRITE on its transactional id is not granted."""
+    transactional = any(
+        len(p.records) > ATTRIBUTES_OFFSET + 1
+        and p.records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK
+        for t in request.topic_data
+        for p in t.partition_data
+        if p.records
+    )
+    if not transactional:
+        return True
+    tid = getattr(request, "transactional_id", None)
+    return tid is not None and authorized(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
+    )
 
 
 async def _await_replication(

@@ -1,0 +1,108 @@
+"""`strandline transactions list | describe | abort` against a real one-broker cluster,
+with confluent-kafka transactional producers making the transactions to look at."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cli.support import tool
+from tests.conftest import ClusterFactory
+
+transactions, ok, fails = tool("transactions")
+
+
+def rows(table: str) -> dict[str, list[str]]:
+    """Body rows of a rich table, keyed by their first cell."""
+    out = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip("│ ").split("│")]
+        if len(cells) > 1 and cells[0] and not set(cells[0]) <= set("━─┃"):
+            out[cells[0]] = cells[1:]
+    return out
+
+
+def read_committed(bootstrap: str, topic: str, wait_s: float = 6.0) -> list[str]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "txn-tool-reader",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    got: list[str] = []
+    deadline = time.monotonic() + wait_s
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append(message.value().decode())
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.timeout(120)
+def test_list_describe_and_abort(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(
+        1,
+        config={
+            "transaction.state.log.num.partitions": "2",
+            "offsets.topic.num.partitions": "2",
+        },
+    )
+    bootstrap = cluster.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("t", 1, 1)])["t"].result(30)
+
+    committed = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tool-b"})
+    committed.init_transactions(30)
+    committed.begin_transaction()
+    committed.produce("t", value=b"b")
+    committed.commit_transaction(30)
+
+    hanging = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tool-a"})
+    hanging.init_transactions(30)
+    hanging.begin_transaction()
+    hanging.produce("t", value=b"a")
+    hanging.flush(30)
+
+    listed = rows(ok("--bootstrap-server", bootstrap, "list"))
+    assert listed["tool-a"][-1] == "Ongoing"
+    assert listed["tool-b"][-1] == "CompleteCommit"
+    assert listed["tool-a"][0] == "1"  # the coordinator: the only broker
+    assert set(rows(ok("--bootstrap-server", bootstrap, "list", "--state", "Ongoing"))) == {
+        "tool-a"
+    }
+    assert "unknown state Bogus" in fails(
+        "--bootstrap-server", bootstrap, "list", "--state", "Bogus"
+    )
+
+    described = rows(
+        ok("--bootstrap-server", bootstrap, "describe", "--transactional-id", "tool-a")
+    )
+    # CoordinatorId, TransactionalId, ProducerId, ProducerEpoch, TransactionState, ...
+    (coordinator,) = described
+    cells = described[coordinator]
+    assert cells[0] == "tool-a" and cells[2] == "0" and cells[3] == "Ongoing"
+    assert cells[-1] == "t-0"
+    assert "does not exist" in fails(
+        "--bootstrap-server", bootstrap, "describe", "--transactional-id", "nobody"
+    )
+
+    out = ok("--bootstrap-server", bootstrap, "abort", "--transactional-id", "tool-a")
+    assert "aborted its Ongoing transaction on 1 partitions" in out
+    after = rows(ok("--bootstrap-server", bootstrap, "describe", "--transactional-id", "tool-a"))
+    assert after[coordinator][3] == "Empty"  # the fencing epoch bump, after the abort
+    assert int(after[coordinator][2]) >= 1
+
+    # The fenced producer cannot commit, and read_committed never sees its record.
+    with pytest.raises(KafkaException):
+        hanging.commit_transaction(10)
+    assert read_committed(bootstrap, "t") == ["b"]

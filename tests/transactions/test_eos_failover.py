@@ -1,0 +1,304 @@
+"""Issue 15, must-show 2: a consume-transform-produce loop with confluent-kafka
+transactions keeps running while the input partition's leader, the output partition's
+leader and its transaction coordinator are SIGKILLed in turn (each restarted before the
+next kill); read_committed, the output holds every input record exactly once, and each
+output partition in input order.
+
+The loop is written as a correct Kafka exactly-once application: the input offsets are
+sent to the transaction, an abortable error aborts and rewinds the consumer to the
+group's committed offsets, a fatal one (fenced) replaces the producer, and a retriable
+commit error retries the commit."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+from strandline.cli.local_cluster import LocalCluster
+from strandline.types import TopicPartition
+from tests.cluster.support import create_topic, partition_status, wait_until
+
+from .support import (
+    READ_COMMITTED,
+    find_txn_coordinator,
+    group_offsets,
+    read_confluent,
+    txn_cluster,
+)
+
+PARTITIONS = 3
+FEED_BATCH = 30
+FEED_INTERVAL_S = 0.1
+
+
+class Feeder(threading.Thread):
+    """Writes input records (idempotent, acks=all) at a steady pace until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(name="feeder", daemon=True)
+        self.bootstrap, self.topic = bootstrap, topic
+        self.stop = threading.Event()
+        self.sent = 0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        p = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 60_000,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+
+        def on_delivery(err: object, _msg: object) -> None:
+            if err is not None:
+                self.errors.append(str(err))
+
+        while not self.stop.is_set():
+            for _ in range(FEED_BATCH):
+                i = self.sent
+                p.produce(
+                    self.topic, value=b"%07d" % i, partition=i % PARTITIONS, on_delivery=on_delivery
+                )
+                self.sent += 1
+            p.poll(0)
+            time.sleep(FEED_INTERVAL_S)
+        if p.flush(60) != 0:
+            self.errors.append("input records left undelivered")
+
+
+class EosLoop(threading.Thread):
+    def __init__(self, bootstrap: str, inp: str, out: str, group: str, txn_id: str) -> None:
+        super().__init__(name="eos-loop", daemon=True)
+        self.bootstrap, self.inp, self.out, self.group, self.txn_id = (
+            bootstrap,
+            inp,
+            out,
+            group,
+            txn_id,
+        )
+        self.stop = threading.Event()
+        self.commits = 0
+        self.aborts = 0
+        self.new_producers = 0
+        self.new_consumers = 0
+        self.events: list[str] = []
+        self.crashed: BaseException | None = None
+
+    def _consumer(self) -> Consumer:
+        self.new_consumers += 1
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "session.timeout.ms": 10_000,
+                "heartbeat.interval.ms": 500,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+        c.subscribe([self.inp])
+        return c
+
+    def _producer(self) -> Producer:
+        self.new_producers += 1
+        p = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": self.txn_id,
+                "transaction.timeout.ms": 15_000,
+                "linger.ms": 5,
+                "topic.metadata.refresh.interval.ms": 500,
+                "retry.backoff.ms": 50,
+            }
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                p.init_transactions(10)
+                return p
+            except KafkaException as exc:
+                error = exc.args[0]
+                self.events.append(f"init_transactions: {error}")
+                if error.fatal() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # reported by the test
+            self.crashed = exc
+
+    def _run(self) -> None:
+        consumer: Consumer | None = None
+        producer: Producer | None = None
+        while True:
+            if consumer is None:
+                consumer = self._consumer()
+            if producer is None:
+                producer = self._producer()
+            messages = [m for m in consumer.consume(200, 0.5) if m.error() is None]
+            if not messages:
+                if self.stop.is_set():
+                    break
+                continue
+            try:
+                self._transaction(producer, consumer, messages)
+                self.commits += 1
+            except KafkaException as exc:
+                error = exc.args[0]
+                self.events.append(f"{error.name()}: {error.str()}")
+                fatal = error.fatal() or not error.txn_requires_abort()
+                if not fatal:
+                    try:
+                        producer.abort_transaction(30)
+                        self.aborts += 1
+                    except KafkaException as abort_exc:
+                        self.events.append(f"abort failed: {abort_exc.args[0]}")
+                        fatal = True
+                if fatal:
+                    producer = None  # a new instance fences this one's epoch
+                # Rewind: a fresh consumer resumes from the group's committed offsets
+                # (read with require_stable, so a pending transactional commit is awaited).
+                consumer.close()
+                consumer = None
+        consumer.close()
+
+    def _transaction(self, producer: Producer, consumer: Consumer, messages: list) -> None:
+        producer.begin_transaction()
+        next_offsets: dict[int, int] = {}
+        for m in messages:
+            producer.produce(self.out, key=m.key(), value=m.value(), partition=m.partition())
+            next_offsets[m.partition()] = m.offset() + 1
+        producer.send_offsets_to_transaction(
+            [CkTopicPartition(self.inp, p, o) for p, o in next_offsets.items()],
+            consumer.consumer_group_metadata(),
+            30,
+        )
+        # A retriable commit error (e.g. a timeout while the coordinator moves) means the
+        # outcome is unknown: the commit is retried, never aborted, until it is known.
+        for attempt in range(10):
+            try:
+                producer.commit_transaction(30)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or attempt == 9:
+                    raise
+                self.events.append(f"commit retried: {exc.args[0]}")
+
+
+def _kill_and_restart(
+    cluster: LocalCluster, broker: int, moved: Callable[[], bool], what: str
+) -> None:
+    cluster.kill(broker, "KILL")
+    wait_until(f"{what} to move off broker {broker}", moved, timeout_s=30)
+    cluster.start(broker)
+    wait_until(
+        f"broker {broker} back in the ISR of every partition",
+        lambda: all(broker in p.isr for p in cluster.status().partitions),
+        timeout_s=45,
+    )
+
+
+def _leader(cluster: LocalCluster, topic: str, partition: int) -> int:
+    tp = TopicPartition(topic, partition)
+    leader = wait_until(
+        f"a leader for {tp}",
+        lambda: (found := partition_status(cluster, tp).leader) and found > 0 and found,
+    )
+    return int(leader)
+
+
+def test_consume_transform_produce_exactly_once_through_kills(cluster_factory) -> None:
+    cluster = txn_cluster(cluster_factory)
+    suffix = uuid.uuid4().hex[:6]
+    inp, out, group, txn_id = (
+        f"eos-in-{suffix}",
+        f"eos-out-{suffix}",
+        f"eos-{suffix}",
+        f"eos-tx-{suffix}",
+    )
+    create_topic(cluster, inp, PARTITIONS, 3)
+    create_topic(cluster, out, PARTITIONS, 3)
+
+    feeder = Feeder(cluster.bootstrap, inp)
+    loop = EosLoop(cluster.bootstrap, inp, out, group, txn_id)
+    feeder.start()
+    loop.start()
+    try:
+
+        def progressed(commits: int) -> None:
+            wait_until(
+                f"the loop to commit {commits} transactions",
+                lambda: loop.commits >= commits or loop.crashed,
+                timeout_s=60,
+            )
+            assert loop.crashed is None, loop.crashed
+
+        progressed(5)
+        leader = _leader(cluster, inp, 0)
+        _kill_and_restart(
+            cluster, leader, lambda: _leader(cluster, inp, 0) != leader, f"{inp}-0's leadership"
+        )
+        progressed(loop.commits + 5)
+        leader = _leader(cluster, out, 0)
+        _kill_and_restart(
+            cluster, leader, lambda: _leader(cluster, out, 0) != leader, f"{out}-0's leadership"
+        )
+        progressed(loop.commits + 5)
+        coordinator = find_txn_coordinator(cluster, txn_id)
+        _kill_and_restart(
+            cluster,
+            coordinator,
+            lambda: find_txn_coordinator(cluster, txn_id) != coordinator,
+            f"the transaction coordinator of {txn_id}",
+        )
+        progressed(loop.commits + 5)
+    finally:
+        feeder.stop.set()
+        feeder.join(90)
+    assert not feeder.errors, feeder.errors[:3]
+    sent = feeder.sent
+    ends = {p: len(range(p, sent, PARTITIONS)) for p in range(PARTITIONS)}
+    try:
+        wait_until(
+            "the loop to commit offsets through the end of the input",
+            lambda: (
+                loop.crashed is not None
+                or group_offsets(cluster.bootstrap, group, inp, PARTITIONS) == ends
+            ),
+            timeout_s=90,
+        )
+    finally:
+        loop.stop.set()
+        loop.join(90)
+    assert loop.crashed is None, f"the loop crashed: {loop.crashed!r}; events {loop.events[-5:]}"
+
+    expected = [b"%07d" % i for i in range(sent)]
+    seen = read_confluent(
+        cluster.bootstrap, out, PARTITIONS, READ_COMMITTED, set(expected), timeout_s=60
+    )
+    got = sorted(s.value for s in seen)
+    stats = (
+        f"{loop.commits} commits, {loop.aborts} aborts, {loop.new_producers} producers, "
+        f"{loop.new_consumers} consumers; events: {loop.events[-8:]}"
+    )
+    print(f"{sent} inputs; {stats}")  # shown with -s: what the loop went through
+    missing = sorted(set(expected) - set(got))
+    duplicates = len(got) - len(set(got))
+    assert got == expected, (
+        f"{len(missing)} missing (e.g. {missing[:5]}), {duplicates} duplicated; {stats}"
+    )
+    for p in range(PARTITIONS):
+        in_order = [s.value for s in sorted(seen, key=lambda s: s.offset) if s.partition == p]
+        assert in_order == sorted(in_order), f"output partition {p} is out of input order; {stats}"
