@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -22,6 +22,7 @@ from strandline.group.coordinator import Effect, GroupCoordinator
 from strandline.group.model import AppendToOffsetsTopic, GroupConfig, Respond, Token
 from strandline.group.partitioning import OFFSETS_TOPIC
 from strandline.group.records import OffsetsBatch, build_batch, iter_batches
+from strandline.server.coordinator_shell import CoordinatorShell, read_log_chunks
 from strandline.storage.log import AppendOrigin
 from strandline.types import TopicPartition
 
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _LOAD_READ_BYTES = 1 << 20
-# The timer also wakes at least this often, so a clock jump is never missed for long.
-_MAX_TIMER_SLEEP_S = 1.0
 
 
 def group_config_from_props(props: dict[str, str]) -> GroupConfig:
@@ -65,7 +64,9 @@ def group_config_from_props(props: dict[str, str]) -> GroupConfig:
     )
 
 
-class GroupService:
+class GroupService(CoordinatorShell):
+    name = "group-coordinator"
+
     def __init__(
         self,
         config: GroupConfig,
@@ -74,72 +75,25 @@ class GroupService:
         now_ms: Callable[[], int],
         offsets_commit_timeout_ms: int = 5_000,
     ) -> None:
-        self.coordinator = GroupCoordinator(config, offsets_topic_num_partitions)
-        self.replica_manager = replica_manager
-        self.now_ms = now_ms
+        super().__init__(replica_manager, now_ms)
+        self.coordinator = self.core = GroupCoordinator(config, offsets_topic_num_partitions)
         self.offsets_commit_timeout_s = offsets_commit_timeout_ms / 1000
-        self._tokens = itertools.count(1)
-        self._waiting: dict[Token, asyncio.Future[object]] = {}
-        # Partitions loaded or loading, with the leader epoch we serve them in.
-        self._serving: dict[int, int] = {}
         # Bumped on every new load of a partition, so a load that lost the race is dropped.
         self._load_generation = itertools.count(1)
         self._current_load: dict[int, int] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._timer_task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
         # FindCoordinator's creation of __consumer_offsets, shared by concurrent requests.
         self.offsets_topic_creation: asyncio.Task[None] | None = None
 
-    # -- life cycle --------------------------------------------------------------------
-
-    def start(self) -> None:
-        self.replica_manager.leadership_listeners.append(self._on_leadership)
-        self._timer_task = asyncio.get_running_loop().create_task(
-            self._timer_loop(), name="group-coordinator-timer"
-        )
-
-    async def stop(self) -> None:
-        if self._on_leadership in self.replica_manager.leadership_listeners:
-            self.replica_manager.leadership_listeners.remove(self._on_leadership)
-        tasks = [t for t in (self._timer_task, *self._tasks) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_result(None)
-        self._waiting.clear()
-
-    # -- requests ----------------------------------------------------------------------
-
     async def ask(self, request: Callable[[Token, int], list[Effect]]) -> object:
-        """Run one coordinator call with a fresh token and await the answer to it, which
-        may come from this call, from another member's request, a timer or an append."""
-        token = next(self._tokens)
-        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = future
-        try:
-            self.execute(request(token, self.now_ms()))
-            return await future
-        finally:
-            self._waiting.pop(token, None)
+        return await super().ask(request)
 
     def execute(self, effects: list[Effect]) -> None:
         for effect in effects:
             if isinstance(effect, Respond):
-                future = self._waiting.pop(effect.token, None)
-                if future is not None and not future.done():
-                    future.set_result(effect.response)
+                self.respond(effect.token, effect.response)
             else:
-                # Tasks start in creation order, so appends keep the core's order.
-                self._spawn(self._append(effect), f"offsets-append-{effect.append_id}")
+                self.spawn(self._append(effect), f"offsets-append-{effect.append_id}")
         self._wake.set()  # deadlines may have moved
-
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _append(self, effect: AppendToOffsetsTopic) -> None:
         tp = TopicPartition(OFFSETS_TOPIC, effect.partition)
@@ -186,31 +140,13 @@ class GroupService:
 
     # -- timer ---------------------------------------------------------------------------
 
-    async def _timer_loop(self) -> None:
-        while True:
-            deadline = self.coordinator.next_deadline_ms()
-            now = self.now_ms()
-            sleep_s = _MAX_TIMER_SLEEP_S
-            if deadline is not None:
-                sleep_s = min(sleep_s, max(0.0, (deadline - now) / 1000))
-            if sleep_s > 0:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), sleep_s)
-                except TimeoutError:
-                    pass
-            self._wake.clear()
-            now = self.now_ms()
-            deadline = self.coordinator.next_deadline_ms()
-            if deadline is None or deadline <= now or sleep_s >= _MAX_TIMER_SLEEP_S:
-                try:
-                    self.execute(self.coordinator.tick(now))
-                except Exception:
-                    log.exception("group coordinator tick failed")
-            self._wake.clear()
+    def tick_due(self, deadline: int | None, now: int, slept_full: bool) -> bool:
+        # Also once a second with no deadline due: offsets retention runs on the clock.
+        return deadline is None or deadline <= now or slept_full
 
     # -- leadership of __consumer_offsets -------------------------------------------------
 
-    def _on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
+    def on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
         if tp.topic != OFFSETS_TOPIC:
             return
         partition = tp.partition
@@ -223,7 +159,7 @@ class GroupService:
             self._serving[partition] = leader_epoch
             generation = self._current_load[partition] = next(self._load_generation)
             self.coordinator.begin_loading(partition)
-            self._spawn(self._load(tp, generation), f"offsets-load-{partition}")
+            self.spawn(self._load(tp, generation), f"offsets-load-{partition}")
         elif partition in self._serving:
             del self._serving[partition]
             self._current_load.pop(partition, None)
@@ -237,23 +173,15 @@ class GroupService:
         hosted = self.replica_manager.partitions.get(tp)
         if hosted is None:
             return
-        plog = hosted.log
-        offset = plog.log_start_offset
         batches: list[OffsetsBatch] = []
         records = 0
-        # Up to the log end as it is when the replay ends (Kafka's logEndOffset is a def),
-        # with no await between the last read and `load`: a transaction marker written
-        # meanwhile (whose `complete_txn_offsets` the loading core ignores) is replayed.
-        while offset < (end := plog.log_end_offset):
-            chunk = plog.read(offset, _LOAD_READ_BYTES, max_offset=end)
-            if chunk.size == 0 or chunk.next_offset <= offset:
-                break
-            for batch in iter_batches(chunk.records):
+        # Up to the log end as it is when the replay ends, with no await between the last
+        # read and `load`: a transaction marker written meanwhile (whose
+        # `complete_txn_offsets` the loading core ignores) is replayed.
+        async for chunk in read_log_chunks(hosted.log, _LOAD_READ_BYTES):
+            for batch in iter_batches(chunk):
                 batches.append(batch)
                 records += len(batch.records)
-            offset = chunk.next_offset
-            if offset < plog.log_end_offset:
-                await asyncio.sleep(0)  # let other requests through on a long log
         if self._current_load.get(tp.partition) != generation:
             return  # leadership moved on while we read; the listener already acted
         self.coordinator.load(tp.partition, batches, self.now_ms())
@@ -262,9 +190,6 @@ class GroupService:
             "loaded %d records of %s up to offset %d in %d ms",
             records,
             tp,
-            offset,
+            hosted.log.log_end_offset,
             self.now_ms() - started,
         )
-
-    def is_serving(self, partition: int) -> bool:
-        return partition in self._serving

@@ -13,10 +13,9 @@ commits and aborts the previous coordinator had prepared; a former leader unload
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from kafka.record import MemoryRecords, MemoryRecordsBuilder
 from kazoo.exceptions import KazooException
@@ -25,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from strandline.client.connection import KafkaConnection
 from strandline.errors import KafkaError
 from strandline.protocol.messages import build, request_module
+from strandline.server.coordinator_shell import CoordinatorShell, read_log_chunks
 from strandline.transaction.coordinator import ProducerIdAndEpoch, TransactionCoordinator
 from strandline.transaction.model import (
     AppendToTxnLog,
@@ -52,7 +52,6 @@ WRITE_TXN_MARKERS_VERSION = 1
 MARKER_REQUEST_TIMEOUT_S = 30.0
 APPEND_TIMEOUT_S = 30.0
 _LOAD_READ_BYTES = 5 << 20  # transaction.state.log.load.buffer.size
-_MAX_TIMER_SLEEP_S = 1.0
 _RawRecord = tuple[bytes, bytes | None]
 
 
@@ -114,7 +113,9 @@ def iter_records(log_bytes: bytes) -> list[_RawRecord]:
     return out
 
 
-class TxnService:
+class TxnService(CoordinatorShell):
+    name = "txn-coordinator"
+
     def __init__(
         self,
         config: TxnConfig,
@@ -125,65 +126,26 @@ class TxnService:
         now_ms: Callable[[], int],
         security: ClientSecurity | None = None,
     ) -> None:
+        super().__init__(replica_manager, now_ms)
         self.config = config
-        self.coordinator = TransactionCoordinator(config)
+        self.coordinator = self.core = TransactionCoordinator(config)
         self.broker_id = broker_id
-        self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.producer_ids = producer_ids
-        self.now_ms = now_ms
         self.security = security
-        self._tokens = itertools.count(1)
-        self._waiting: dict[Token, asyncio.Future[object]] = {}
-        self._serving: dict[int, int] = {}  # partition -> leader epoch loaded or loading
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._timer_task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
         self._connections: dict[int, KafkaConnection] = {}
         self._connect_locks: dict[int, asyncio.Lock] = {}
-        self._stopping = False
         # FindCoordinator's creation of __transaction_state, shared by concurrent requests.
         self.topic_creation: asyncio.Task[None] | None = None
 
-    # -- life cycle --------------------------------------------------------------------
-
-    def start(self) -> None:
-        self.replica_manager.leadership_listeners.append(self._on_leadership)
-        self._timer_task = asyncio.get_running_loop().create_task(
-            self._timer_loop(), name="txn-coordinator-timer"
-        )
-
-    async def stop(self) -> None:
-        self._stopping = True
-        if self._on_leadership in self.replica_manager.leadership_listeners:
-            self.replica_manager.leadership_listeners.remove(self._on_leadership)
-        tasks = [t for t in (self._timer_task, self.topic_creation, *self._tasks) if t]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_result(None)
-        self._waiting.clear()
+    async def stop(self, *more_tasks: asyncio.Task[None] | None) -> None:
+        await super().stop(self.topic_creation, *more_tasks)
         for connection in self._connections.values():
             await connection.close()
         self._connections.clear()
 
-    # -- requests ----------------------------------------------------------------------
-
     async def ask(self, request: Callable[[Token, int], list[Effect]]) -> object:
-        """Run one coordinator call with a fresh token and await its answer (None when
-        the broker stops first)."""
-        if self._stopping:
-            return None
-        token = next(self._tokens)
-        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = future
-        try:
-            self.execute(request(token, self.now_ms()))
-            return await future
-        finally:
-            self._waiting.pop(token, None)
+        return await super().ask(request)
 
     async def init_producer_id(
         self, transactional_id: str, timeout_ms: int, expected: ProducerIdAndEpoch | None
@@ -207,20 +169,12 @@ class TxnService:
     def execute(self, effects: list[Effect]) -> None:
         for effect in effects:
             if isinstance(effect, Respond):
-                future = self._waiting.pop(effect.token, None)
-                if future is not None and not future.done():
-                    future.set_result(effect.response)
+                self.respond(effect.token, effect.response)
             elif isinstance(effect, AppendToTxnLog):
-                # Tasks start in creation order, so appends keep the core's order.
-                self._spawn(self._append(effect), f"txn-append-{effect.append_id}")
+                self.spawn(self._append(effect), f"txn-append-{effect.append_id}")
             elif isinstance(effect, SendMarkers):
-                self._spawn(self._send_markers(effect), f"txn-markers-{effect.transactional_id}")
+                self.spawn(self._send_markers(effect), f"txn-markers-{effect.transactional_id}")
         self._wake.set()  # deadlines may have moved
-
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _append(self, effect: AppendToTxnLog) -> None:
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, effect.partition)
@@ -335,33 +289,9 @@ class TxnService:
         if connection is not None:
             await connection.close()
 
-    # -- timer ---------------------------------------------------------------------------
-
-    async def _timer_loop(self) -> None:
-        while True:
-            deadline = self.coordinator.next_deadline_ms()
-            sleep_s = _MAX_TIMER_SLEEP_S
-            if deadline is not None:
-                sleep_s = min(sleep_s, max(0.0, (deadline - self.now_ms()) / 1000))
-            if sleep_s > 0:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), sleep_s)
-                except TimeoutError:
-                    pass
-            self._wake.clear()
-            deadline = self.coordinator.next_deadline_ms()
-            now = self.now_ms()
-            if deadline is not None and deadline <= now:
-                try:
-                    self.execute(self.coordinator.tick(now))
-                except Exception:
-                    log.exception("transaction coordinator tick failed")
-                    await asyncio.sleep(0.1)  # never spin on a deadline that stays due
-                self._wake.clear()
-
     # -- leadership of __transaction_state -------------------------------------------------
 
-    def _on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
+    def on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
         if tp.topic != TRANSACTION_STATE_TOPIC:
             return
         partition = tp.partition
@@ -373,7 +303,7 @@ class TxnService:
             self._serving[partition] = leader_epoch
             log.info("elected transaction coordinator for %s at epoch %d", tp, leader_epoch)
             self.coordinator.begin_loading(partition, leader_epoch)
-            self._spawn(self._load(tp, leader_epoch), f"txn-load-{partition}")
+            self.spawn(self._load(tp, leader_epoch), f"txn-load-{partition}")
         elif partition in self._serving:
             del self._serving[partition]
             log.info("resigned as transaction coordinator for %s", tp)
@@ -395,17 +325,9 @@ class TxnService:
         hosted = self.replica_manager.partitions.get(tp)
         if hosted is None:
             raise RuntimeError(f"{tp} is not hosted here")
-        plog = hosted.log
-        end = plog.log_end_offset
-        offset = plog.log_start_offset
         records: list[_RawRecord] = []
-        while offset < end:
-            chunk = plog.read(offset, _LOAD_READ_BYTES, max_offset=end)
-            if chunk.size == 0 or chunk.next_offset <= offset:
-                break
-            records.extend(iter_records(chunk.records))
-            offset = chunk.next_offset
-            await asyncio.sleep(0)  # let other requests through on a long log
+        async for chunk in read_log_chunks(hosted.log, _LOAD_READ_BYTES):
+            records.extend(iter_records(chunk))
         if self._serving.get(tp.partition) != leader_epoch:
             return
         self.execute(self.coordinator.load(tp.partition, leader_epoch, records, self.now_ms()))
@@ -413,12 +335,9 @@ class TxnService:
             "loaded %d records of %s up to offset %d in %d ms",
             len(records),
             tp,
-            end,
+            hosted.log.log_end_offset,
             self.now_ms() - started,
         )
-
-    def is_serving(self, partition: int) -> bool:
-        return partition in self._serving
 
     # -- __transaction_state creation ----------------------------------------------------
 

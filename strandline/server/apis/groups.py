@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import datetime
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -430,13 +430,21 @@ async def offset_commit(ctx: BrokerContext, header: RequestHeader, request: Any)
             answer = model.OffsetCommitResponse(
                 tuple((tp, ErrorCode.coordinator_not_available) for tp, _ in allowed_offsets)
             )
+    errors = [*(answer.errors if answer else ()), *denied.items()]
+    return commit_response(OFFSET_COMMIT, v, "OffsetCommit", errors)
+
+
+def commit_response(
+    api_key: int, version: int, name: str, errors: Iterable[tuple[TopicPartition, ErrorCode]]
+) -> Any:
+    """OffsetCommit's or TxnOffsetCommit's answer (`name`): an error per partition."""
     by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
-    for tp, error in [*(answer.errors if answer else ()), *denied.items()]:
+    for tp, error in errors:
         by_topic.setdefault(tp.topic, []).append((tp.partition, error))
-    partition_cls = response_class(OFFSET_COMMIT, v, "OffsetCommitResponsePartition")
-    topic_cls = response_class(OFFSET_COMMIT, v, "OffsetCommitResponseTopic")
+    partition_cls = response_class(api_key, version, f"{name}ResponsePartition")
+    topic_cls = response_class(api_key, version, f"{name}ResponseTopic")
     return build(
-        response_class(OFFSET_COMMIT, v, "OffsetCommitResponse"),
+        response_class(api_key, version, f"{name}Response"),
         throttle_time=NO_THROTTLE,
         topics=tuple(
             build(

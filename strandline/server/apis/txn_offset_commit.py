@@ -26,9 +26,8 @@ from kio.schema.errors import ErrorCode
 
 from strandline.group import model
 from strandline.protocol.codec import RequestHeader
-from strandline.protocol.messages import build, response_class
 from strandline.security.acl import AclOperation, ResourceType
-from strandline.server.apis.api_versions import NO_THROTTLE
+from strandline.server.apis.groups import commit_response
 from strandline.server.apis.registry import api
 from strandline.server.authz import authorized, authorized_names
 from strandline.server.context import BrokerContext
@@ -61,26 +60,7 @@ async def txn_offset_commit(ctx: BrokerContext, header: RequestHeader, request: 
             (tp, E.coordinator_not_available if e is E.coordinator_load_in_progress else e)
             for tp, e in errors
         ]
-    by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
-    for tp, error in errors:
-        by_topic.setdefault(tp.topic, []).append((tp.partition, error))
-    partition_cls = response_class(TXN_OFFSET_COMMIT, v, "TxnOffsetCommitResponsePartition")
-    topic_cls = response_class(TXN_OFFSET_COMMIT, v, "TxnOffsetCommitResponseTopic")
-    return build(
-        response_class(TXN_OFFSET_COMMIT, v, "TxnOffsetCommitResponse"),
-        throttle_time=NO_THROTTLE,
-        topics=tuple(
-            build(
-                topic_cls,
-                name=name,
-                partitions=tuple(
-                    build(partition_cls, partition_index=index, error_code=error)
-                    for index, error in partitions
-                ),
-            )
-            for name, partitions in by_topic.items()
-        ),
-    )
+    return commit_response(TXN_OFFSET_COMMIT, v, "TxnOffsetCommit", errors)
 
 
 async def _commit(
