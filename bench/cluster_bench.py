@@ -39,7 +39,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bench.workloads import PARTITIONS, produce_throughput  # noqa: E402
+from bench.workloads import PARTITIONS, finish_report, produce_throughput  # noqa: E402
 from strandline.cli.local_cluster import LocalCluster, answers_metadata  # noqa: E402
 from strandline.coordination import znodes  # noqa: E402
 from strandline.coordination.zk_client import ZkClient  # noqa: E402
@@ -829,27 +829,12 @@ def main(argv: list[str] | None = None) -> int:
                 errors["brokers"] = f"brokers died unexpectedly: {sorted(deaths)}"
         finally:
             cluster.stop()
-    load = os.getloadavg()
-    render(results, errors, Console())
-    # Client, ZooKeeper and brokers share this machine's cores (and other people's tests).
-    Console().print(
-        f"load average at the end: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min); "
-        f"run took {time.monotonic() - began:.0f} s"
+    return finish_report(
+        lambda: render(results, errors, Console()),
+        {"plan": "quick" if args.quick else "full", "results": results},
+        errors,
+        began,
     )
-    print(
-        "BENCH_JSON "
-        + json.dumps(
-            {
-                "plan": "quick" if args.quick else "full",
-                "loadavg_1m": round(load[0], 2),
-                "results": results,
-                "errors": errors,
-            },
-            sort_keys=True,
-            default=str,
-        )
-    )
-    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import statistics
 import sys
 import tempfile
@@ -43,6 +41,7 @@ from bench.workloads import (  # noqa: E402
     Throughput,
     consume_throughput,
     create_topic,
+    finish_report,
     percentile,
 )
 from strandline.cli.local_cluster import LocalCluster  # noqa: E402
@@ -331,26 +330,12 @@ def main(argv: list[str] | None = None) -> int:
                 errors["brokers"] = f"brokers died unexpectedly: {sorted(deaths)}"
         finally:
             cluster.stop()
-    load = os.getloadavg()
-    render(results, errors, Console())
-    Console().print(
-        f"load average at the end: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min); "
-        f"run took {time.monotonic() - began:.0f} s"
+    return finish_report(
+        lambda: render(results, errors, Console()),
+        {"plan": "quick" if args.quick else "full", "results": results},
+        errors,
+        began,
     )
-    print(
-        "BENCH_JSON "
-        + json.dumps(
-            {
-                "plan": "quick" if args.quick else "full",
-                "loadavg_1m": round(load[0], 2),
-                "results": results,
-                "errors": errors,
-            },
-            sort_keys=True,
-            default=str,
-        )
-    )
-    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -7,10 +7,12 @@ knows which broker it talks to.
 
 from __future__ import annotations
 
+import json
+import os
 import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Producer
@@ -286,3 +288,20 @@ def end_to_end_latency(
     return Latency(
         len(values_ms), percentile(values_ms, 50), percentile(values_ms, 99), values_ms[-1]
     )
+
+
+def finish_report(
+    render: Callable[[], None], summary: dict[str, object], errors: dict[str, str], began: float
+) -> int:
+    """Print the table (`render`), the load the figures were measured under and the
+    `BENCH_JSON` line; the exit status says whether a figure failed. Client, ZooKeeper
+    and brokers share this machine's cores: the load says how far to trust a figure."""
+    load = os.getloadavg()
+    render()
+    print(
+        f"load average at the end: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min); "
+        f"run took {time.monotonic() - began:.0f} s"
+    )
+    doc = {**summary, "loadavg_1m": round(load[0], 2), "errors": errors}
+    print("BENCH_JSON " + json.dumps(doc, sort_keys=True, default=str))
+    return 1 if errors else 0
