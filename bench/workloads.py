@@ -113,13 +113,14 @@ def produce_throughput(
     acks: str,
     max_seconds: float,
     client: Mapping[str, str] | None = None,
+    partitions: int = PARTITIONS,
 ) -> Throughput:
     """Produce `count` records round-robin over the partitions (or fewer if time runs out)."""
     producer = Producer({"bootstrap.servers": bootstrap, **(client or {}), "acks": acks})
     tally = _DeliveryTally()
     value = b"v" * record_size
     # Warm-up: metadata and connections exist before the clock starts.
-    for partition in range(PARTITIONS):
+    for partition in range(partitions):
         _produce_blocking(producer, topic, value, partition, tally)
     producer.flush(15)
     warm = tally.delivered
@@ -127,7 +128,7 @@ def produce_throughput(
     deadline = start + max_seconds
     produced = 0
     while produced < count:
-        _produce_blocking(producer, topic, value, produced % PARTITIONS, tally)
+        _produce_blocking(producer, topic, value, produced % partitions, tally)
         produced += 1
         if produced % 1000 == 0:
             producer.poll(0)
@@ -148,6 +149,7 @@ def consume_throughput(
     max_seconds: float,
     group: str = "bench",
     client: Mapping[str, str] | None = None,
+    partitions: int = PARTITIONS,
 ) -> Throughput:
     """Read `expected` records from the start of every partition with default fetch settings."""
     consumer = Consumer(
@@ -168,7 +170,7 @@ def consume_throughput(
     # miss whatever librdkafka prefetched meanwhile and flatter small runs.
     consumer.list_topics(topic, timeout=10)
     start = time.perf_counter()
-    consumer.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    consumer.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     received = 0
     payload = 0
     give_up = time.perf_counter() + max_seconds + 15
