@@ -22,7 +22,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -39,7 +38,12 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bench.workloads import PARTITIONS, finish_report, produce_throughput  # noqa: E402
+from bench.workloads import (  # noqa: E402
+    PARTITIONS,
+    finish_report,
+    local_cluster,
+    produce_throughput,
+)
 from strandline.cli.local_cluster import LocalCluster, answers_metadata  # noqa: E402
 from strandline.coordination import znodes  # noqa: E402
 from strandline.coordination.zk_client import ZkClient  # noqa: E402
@@ -805,30 +809,18 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, object]] = {}
     errors: dict[str, str] = {}
     began = time.monotonic()
-    with contextlib.ExitStack() as stack:
-        data_dir = (
-            Path(args.keep)
-            if args.keep
-            else Path(
-                stack.enter_context(tempfile.TemporaryDirectory(prefix="strandline-cluster-bench-"))
-            )
-        )
-        cluster = LocalCluster(data_dir)
-        try:
-            cluster.up(BROKERS, dict(CLUSTER_OVERRIDES))
-            cluster.wait_for_full_metadata()
-            console.log(f"cluster up at {cluster.bootstrap} in {time.monotonic() - began:.1f} s")
-            for name in args.only.split(","):
-                console.rule(name)
-                try:
-                    results[name] = figures[name](cluster, plan, console)
-                except Exception as exc:  # one broken figure must not hide the others
-                    errors[name] = f"{type(exc).__name__}: {exc}"
-                    console.log(traceback.format_exc())
-            if deaths := cluster.unexpected_deaths():
-                errors["brokers"] = f"brokers died unexpectedly: {sorted(deaths)}"
-        finally:
-            cluster.stop()
+    keep = Path(args.keep) if args.keep else None
+    with local_cluster(BROKERS, CLUSTER_OVERRIDES, keep, "strandline-cluster-bench-") as cluster:
+        console.log(f"cluster up at {cluster.bootstrap} in {time.monotonic() - began:.1f} s")
+        for name in args.only.split(","):
+            console.rule(name)
+            try:
+                results[name] = figures[name](cluster, plan, console)
+            except Exception as exc:  # one broken figure must not hide the others
+                errors[name] = f"{type(exc).__name__}: {exc}"
+                console.log(traceback.format_exc())
+        if deaths := cluster.unexpected_deaths():
+            errors["brokers"] = f"brokers died unexpectedly: {sorted(deaths)}"
     return finish_report(
         lambda: render(results, errors, Console()),
         {"plan": "quick" if args.quick else "full", "results": results},

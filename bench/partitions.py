@@ -34,7 +34,6 @@ import contextlib
 import os
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Iterator
@@ -52,9 +51,9 @@ from bench.workloads import (  # noqa: E402
     consume_throughput,
     create_topic,
     finish_report,
+    local_cluster,
     produce_throughput,
 )
-from strandline.cli.local_cluster import LocalCluster  # noqa: E402
 from strandline.testing.tansu import tansu_binary  # noqa: E402
 
 BROKERS = 3
@@ -133,23 +132,12 @@ def _children_running(binary: Path) -> list[int]:
 
 @contextlib.contextmanager
 def strandline_cluster(keep: Path | None, label: str) -> Iterator[Running]:
-    with contextlib.ExitStack() as stack:
-        if keep is not None:
-            data_dir = keep / label
-        else:
-            data_dir = Path(
-                stack.enter_context(tempfile.TemporaryDirectory(prefix="strandline-parts-bench-"))
-            )
-        cluster = LocalCluster(data_dir)
-        try:
-            cluster.up(BROKERS, dict(CLUSTER_OVERRIDES))
-            cluster.wait_for_full_metadata()
-            pids = [b.pid for _, b in sorted(cluster.brokers.items()) if b.pid is not None]
-            yield Running(cluster.bootstrap, pids)
-            if deaths := cluster.unexpected_deaths():
-                raise RuntimeError(f"brokers died unexpectedly: {sorted(deaths)}")
-        finally:
-            cluster.stop()
+    data_dir = keep / label if keep is not None else None
+    with local_cluster(BROKERS, CLUSTER_OVERRIDES, data_dir, "strandline-parts-bench-") as cluster:
+        pids = [b.pid for _, b in sorted(cluster.brokers.items()) if b.pid is not None]
+        yield Running(cluster.bootstrap, pids)
+        if deaths := cluster.unexpected_deaths():
+            raise RuntimeError(f"brokers died unexpectedly: {sorted(deaths)}")
 
 
 @contextlib.contextmanager

@@ -19,10 +19,8 @@ Prints a rich table and one `BENCH_JSON {...}` line. Figures are printed, never 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -42,6 +40,7 @@ from bench.workloads import (  # noqa: E402
     consume_throughput,
     create_topic,
     finish_report,
+    local_cluster,
     percentile,
 )
 from strandline.cli.local_cluster import LocalCluster  # noqa: E402
@@ -294,42 +293,30 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, object]] = {}
     errors: dict[str, str] = {}
     began = time.monotonic()
-    with contextlib.ExitStack() as stack:
-        data_dir = (
-            Path(args.keep)
-            if args.keep
-            else Path(
-                stack.enter_context(tempfile.TemporaryDirectory(prefix="strandline-txn-bench-"))
-            )
-        )
-        cluster = LocalCluster(data_dir)
+    keep = Path(args.keep) if args.keep else None
+    with local_cluster(BROKERS, CLUSTER_OVERRIDES, keep, "strandline-txn-bench-") as cluster:
+        console.log(f"cluster up at {cluster.bootstrap} in {time.monotonic() - began:.1f} s")
         try:
-            cluster.up(BROKERS, dict(CLUSTER_OVERRIDES))
-            cluster.wait_for_full_metadata()
-            console.log(f"cluster up at {cluster.bootstrap} in {time.monotonic() - began:.1f} s")
+            console.rule("produce")
+            results["produce"] = produce_figures(cluster, plan, console)
+        except Exception as exc:  # one broken figure must not hide the others
+            errors["produce"] = f"{type(exc).__name__}: {exc}"
+            console.log(traceback.format_exc())
+        if "produce" in results:
             try:
-                console.rule("produce")
-                results["produce"] = produce_figures(cluster, plan, console)
-            except Exception as exc:  # one broken figure must not hide the others
-                errors["produce"] = f"{type(exc).__name__}: {exc}"
+                console.rule("consume")
+                results["consume"] = consume_figures(
+                    cluster,
+                    plan,
+                    console,
+                    str(results["produce"]["consume_topic"]),
+                    plan.records,
+                )
+            except Exception as exc:
+                errors["consume"] = f"{type(exc).__name__}: {exc}"
                 console.log(traceback.format_exc())
-            if "produce" in results:
-                try:
-                    console.rule("consume")
-                    results["consume"] = consume_figures(
-                        cluster,
-                        plan,
-                        console,
-                        str(results["produce"]["consume_topic"]),
-                        plan.records,
-                    )
-                except Exception as exc:
-                    errors["consume"] = f"{type(exc).__name__}: {exc}"
-                    console.log(traceback.format_exc())
-            if deaths := cluster.unexpected_deaths():
-                errors["brokers"] = f"brokers died unexpectedly: {sorted(deaths)}"
-        finally:
-            cluster.stop()
+        if deaths := cluster.unexpected_deaths():
+            errors["brokers"] = f"brokers died unexpectedly: {sorted(deaths)}"
     return finish_report(
         lambda: render(results, errors, Console()),
         {"plan": "quick" if args.quick else "full", "results": results},

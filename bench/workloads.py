@@ -7,17 +7,22 @@ knows which broker it talks to.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from strandline.cli.local_cluster import LocalCluster
 
 PARTITIONS = 3
 
@@ -307,3 +312,20 @@ def finish_report(
     doc = {**summary, "loadavg_1m": round(load[0], 2), "errors": errors}
     print("BENCH_JSON " + json.dumps(doc, sort_keys=True, default=str))
     return 1 if errors else 0
+
+
+@contextlib.contextmanager
+def local_cluster(
+    brokers: int, overrides: Mapping[str, str], keep: Path | None, prefix: str
+) -> Iterator[LocalCluster]:
+    """A running LocalCluster whose metadata is complete, stopped afterwards; its data in
+    `keep` (kept, for the logs) or in a temporary directory named `prefix`..."""
+    with contextlib.ExitStack() as stack:
+        data_dir = keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
+        cluster = LocalCluster(data_dir)
+        try:
+            cluster.up(brokers, dict(overrides))
+            cluster.wait_for_full_metadata()
+            yield cluster
+        finally:
+            cluster.stop()

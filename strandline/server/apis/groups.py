@@ -435,16 +435,16 @@ async def offset_commit(ctx: BrokerContext, header: RequestHeader, request: Any)
 
 
 def commit_response(
-    api_key: int, version: int, name: str, errors: Iterable[tuple[TopicPartition, ErrorCode]]
+    api_key: int, version: int, message: str, errors: Iterable[tuple[TopicPartition, ErrorCode]]
 ) -> Any:
-    """OffsetCommit's or TxnOffsetCommit's answer (`name`): an error per partition."""
+    """OffsetCommit's or TxnOffsetCommit's answer (`message`): an error per partition."""
     by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
     for tp, error in errors:
         by_topic.setdefault(tp.topic, []).append((tp.partition, error))
-    partition_cls = response_class(api_key, version, f"{name}ResponsePartition")
-    topic_cls = response_class(api_key, version, f"{name}ResponseTopic")
+    partition_cls = response_class(api_key, version, f"{message}ResponsePartition")
+    topic_cls = response_class(api_key, version, f"{message}ResponseTopic")
     return build(
-        response_class(api_key, version, f"{name}Response"),
+        response_class(api_key, version, f"{message}Response"),
         throttle_time=NO_THROTTLE,
         topics=tuple(
             build(
