@@ -2,6 +2,21 @@
 
     .venv/bin/python bench/partitions.py [--quick] [--partitions 3,100,1000,5000]
         [--records N] [--png bench/partitions.png] [--keep DIR]
+    .venv/bin/python bench/partitions.py --scaling [--create-partitions 1000,5000]
+        [--large-partitions 10000] [--keep DIR]
+
+`--scaling` measures controller and start-up work instead (issue 14), rf=3 on 3 brokers:
+
+- create: a fresh cluster per count; time from CreateTopics until Metadata shows a
+  leader for every partition (and, separately, a full ISR); target <= 1 s at 1,000;
+- restart: one cluster with a `--large-partitions` topic; stop a broker that is not the
+  controller (SIGTERM: controlled shutdown, clean), start it again, time until it answers
+  Metadata (registered, logs loaded) and until Metadata shows it back in the ISR of every
+  partition it hosts (target <= 10 s); then the same after SIGKILL (unclean: recovery);
+- failover: SIGTERM the controller broker; time until ZooKeeper names a new controller
+  and until Metadata (from a surviving broker) shows a live leader for every partition
+  (target <= 5 s); then SIGKILL the new controller (its session must expire first: the
+  ZooKeeper session timeout is part of that figure, reported separately).
 
 Series, each measured at every partition count in the same run:
 
@@ -32,17 +47,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import statistics
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Run as a script (`python bench/partitions.py`): make the repo root importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from confluent_kafka import KafkaException  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -54,6 +73,8 @@ from bench.workloads import (  # noqa: E402
     local_cluster,
     produce_throughput,
 )
+from strandline.cli.local_cluster import LocalCluster  # noqa: E402
+from strandline.coordination.zk_client import ZkClient  # noqa: E402
 from strandline.testing.tansu import tansu_binary  # noqa: E402
 
 BROKERS = 3
@@ -193,6 +214,317 @@ def run_case(running: Running, n: int, rf: int, plan: Plan, console: Console) ->
     }
 
 
+# --- controller and start-up scaling (`--scaling`) ---------------------------------------
+
+DEFAULT_CREATE_PARTITIONS = (1000, 5000)
+DEFAULT_LARGE_PARTITIONS = 10_000
+SCALING_POLL_S = 0.05
+SCALING_TIMEOUT_S = 180.0
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    # log_level 2: no connection-refused chatter while brokers stop on purpose.
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+
+
+def _topic_partitions(admin: AdminClient, topic: str) -> dict[int, Any] | None:
+    """partition -> librdkafka PartitionMetadata, or None if Metadata has no usable view."""
+    found = _metadata(admin, topic)
+    return None if found is None else found[1]
+
+
+def _metadata(admin: AdminClient, topic: str) -> tuple[int, dict[int, Any]] | None:
+    """(controller id, partition -> PartitionMetadata) as one broker's Metadata says."""
+    try:
+        cluster = admin.list_topics(topic, timeout=10)
+    except KafkaException:  # a broker starting or stopping: ask again
+        return None
+    meta = cluster.topics.get(topic)
+    if meta is None or meta.error is not None:
+        return None
+    return int(cluster.controller_id), dict(meta.partitions)
+
+
+def _poll_s(partitions: int) -> float:
+    """How long to wait between Metadata polls: a broker spends ~20 us per partition
+    answering one, so polling a 10,000-partition topic every 50 ms would load the very
+    brokers being timed (measured: a third of one broker's CPU). The figures are as
+    precise as this interval."""
+    return max(SCALING_POLL_S, partitions / 20_000)
+
+
+def _wait(what: str, check: Callable[[], bool], began: float, poll_s: float) -> float:
+    """Poll `check` until true; seconds since `began` (perf_counter)."""
+    deadline = time.perf_counter() + SCALING_TIMEOUT_S
+    while not check():
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"{what}: not reached within {SCALING_TIMEOUT_S:.0f} s")
+        time.sleep(poll_s)
+    return time.perf_counter() - began
+
+
+def create_and_time(bootstrap: str, topic: str, n: int, rf: int) -> tuple[float, float, float]:
+    """CreateTopics -> (answered s, every leader known s, every ISR full s)."""
+    admin = _admin(bootstrap)
+    admin.list_topics(timeout=10)  # connections up before the clock starts
+    began = time.perf_counter()
+    for future in admin.create_topics(
+        [NewTopic(topic, num_partitions=n, replication_factor=rf)], operation_timeout=60
+    ).values():
+        future.result(timeout=120)
+    answered = time.perf_counter() - began
+
+    def leaders() -> bool:
+        parts = _topic_partitions(admin, topic)
+        return parts is not None and len(parts) == n and all(p.leader >= 0 for p in parts.values())
+
+    def isrs() -> bool:
+        parts = _topic_partitions(admin, topic)
+        return (
+            parts is not None
+            and len(parts) == n
+            and all(p.leader >= 0 and len(p.isrs) == rf for p in parts.values())
+        )
+
+    led = _wait(f"leaders of {topic}", leaders, began, _poll_s(n))
+    full = _wait(f"full ISRs of {topic}", isrs, began, _poll_s(n))
+    return answered, led, full
+
+
+def _controller(cluster: LocalCluster) -> int | None:
+    assert cluster.zk_connect is not None
+    with ZkClient(cluster.zk_connect) as zk:
+        return zk.get_controller()
+
+
+def _live_bootstrap(cluster: LocalCluster, exclude: set[int]) -> str:
+    return ",".join(
+        f"{b.host}:{b.port}"
+        for bid, b in sorted(cluster.brokers.items())
+        if bid not in exclude and cluster.is_running(bid)
+    )
+
+
+def time_restart(
+    cluster: LocalCluster, topic: str, n: int, broker_id: int, sig: str, console: Console
+) -> dict[str, object]:
+    """Stop `broker_id` with `sig`, wait until every partition has a leader elsewhere,
+    start it again: seconds to Metadata (registered, logs loaded) and to back in every ISR."""
+    stop_began = time.perf_counter()
+    cluster.kill(broker_id, sig)
+    admin = _admin(_live_bootstrap(cluster, {broker_id}))
+
+    def led_elsewhere() -> bool:
+        parts = _topic_partitions(admin, topic)
+        return (
+            parts is not None
+            and len(parts) == n
+            and all(p.leader >= 0 and p.leader != broker_id for p in parts.values())
+        )
+
+    moved = _wait("leaders away from the stopped broker", led_elsewhere, stop_began, _poll_s(n))
+    console.log(f"  SIG{sig} broker {broker_id}: every partition led elsewhere after {moved:.2f} s")
+    began = time.perf_counter()
+    cluster.start(broker_id)  # returns once it answers Metadata listing itself
+    ready = time.perf_counter() - began
+    admin = _admin(cluster.bootstrap)
+
+    def in_every_isr() -> bool:
+        parts = _topic_partitions(admin, topic)
+        return (
+            parts is not None
+            and len(parts) == n
+            and all(broker_id in p.isrs for p in parts.values() if broker_id in p.replicas)
+        )
+
+    back = _wait("restarted broker back in every ISR", in_every_isr, began, _poll_s(n))
+    console.log(f"  broker {broker_id} ready after {ready:.2f} s, in every ISR after {back:.2f} s")
+    return {
+        "broker": broker_id,
+        "signal": sig,
+        "leaders_moved_s": round(moved, 3),
+        "ready_s": round(ready, 3),
+        "in_isr_s": round(back, 3),
+    }
+
+
+def time_failover(
+    cluster: LocalCluster, topic: str, n: int, sig: str, console: Console
+) -> dict[str, object]:
+    """Stop the controller broker with `sig`: seconds until its /controller znode is
+    gone, until another broker holds it, and until it has taken over: Metadata from a
+    surviving broker names it and shows a live leader for every partition. The broker
+    is started again afterwards (not timed)."""
+    old = _controller(cluster)
+    assert old is not None, "no controller"
+    live = {b for b in cluster.brokers if b != old and cluster.is_running(b)}
+    assert cluster.zk_connect is not None
+    zk = ZkClient(cluster.zk_connect).connect()
+    try:
+        began = time.perf_counter()
+        if sig == "TERM":
+            # cluster.kill(TERM) returns only once the process is gone; the new
+            # controller may be elected before that: signal, then poll.
+            os.killpg(cluster.brokers[old].pid or 0, signal.SIGTERM)
+        else:
+            cluster.kill(old, sig)
+        gone = _wait(
+            "/controller released", lambda: zk.get_controller() != old, began, SCALING_POLL_S
+        )
+        elected = _wait(
+            "a new controller",
+            lambda: zk.get_controller() not in (None, old),
+            began,
+            SCALING_POLL_S,
+        )
+        new = zk.get_controller()
+        admin = _admin(_live_bootstrap(cluster, {old}))
+
+        def taken_over() -> bool:
+            found = _metadata(admin, topic)
+            if found is None:
+                return False
+            controller_id, parts = found
+            return (
+                controller_id == new
+                and len(parts) == n
+                and all(p.leader in live for p in parts.values())
+            )
+
+        led = _wait(
+            "the new controller's Metadata, every leader live", taken_over, began, _poll_s(n)
+        )
+    finally:
+        zk.close()
+    if sig == "TERM":
+        cluster.kill(old, "TERM")  # reaps it (and escalates if it hangs)
+    console.log(
+        f"  SIG{sig} controller {old}: /controller free after {gone:.2f} s, broker {new} "
+        f"elected after {elected:.2f} s, in charge with every leader live after {led:.2f} s"
+    )
+    cluster.start(old)
+    return {
+        "old_controller": old,
+        "new_controller": new,
+        "signal": sig,
+        "controller_released_s": round(gone, 3),
+        "controller_elected_s": round(elected, 3),
+        "all_leaders_live_s": round(led, 3),
+        "after_release_s": round(led - gone, 3),
+    }
+
+
+def run_scaling(
+    create_counts: list[int], large: int, keep: Path | None, console: Console
+) -> tuple[dict[str, object], dict[str, str]]:
+    results: dict[str, object] = {"create": {}, "restart": [], "failover": []}
+    errors: dict[str, str] = {}
+    creates: dict[str, object] = {}
+    for n in create_counts:
+        console.rule(f"create: {n} partitions, rf=3")
+        try:
+            data_dir = keep / f"create-p{n}" if keep is not None else None
+            with local_cluster(BROKERS, CLUSTER_OVERRIDES, data_dir, "strandline-scale-") as c:
+                answered, led, full = create_and_time(c.bootstrap, f"scale-{n}", n, 3)
+                if deaths := c.unexpected_deaths():
+                    raise RuntimeError(f"brokers died unexpectedly: {sorted(deaths)}")
+            console.log(
+                f"  answered {answered:.2f} s, every leader {led:.2f} s, full ISRs {full:.2f} s"
+            )
+            creates[str(n)] = {
+                "answered_s": round(answered, 3),
+                "leaders_s": round(led, 3),
+                "full_isr_s": round(full, 3),
+            }
+        except Exception as exc:  # one broken case must not hide the others
+            errors[f"create p={n}"] = f"{type(exc).__name__}: {exc}"
+            console.log(traceback.format_exc())
+    results["create"] = creates
+    if large > 0:
+        console.rule(f"restart and failover: {large} partitions, rf=3")
+        try:
+            data_dir = keep / f"large-p{large}" if keep is not None else None
+            with local_cluster(BROKERS, CLUSTER_OVERRIDES, data_dir, "strandline-scale-") as c:
+                # A clean stop of a broker with 10,000 partitions (controlled shutdown,
+                # then a flush of every log) outlasts the default 10 s before SIGKILL.
+                c.stop_grace_s = 90.0
+                topic = f"scale-{large}"
+                answered, led, full = create_and_time(c.bootstrap, topic, large, 3)
+                console.log(f"  created: every leader {led:.2f} s, full ISRs {full:.2f} s")
+                results["large_create"] = {
+                    "partitions": large,
+                    "answered_s": round(answered, 3),
+                    "leaders_s": round(led, 3),
+                    "full_isr_s": round(full, 3),
+                }
+                restarts: list[dict[str, object]] = []
+                failovers: list[dict[str, object]] = []
+                for sig in ("TERM", "KILL"):
+                    controller = _controller(c)
+                    victim = max(b for b in c.brokers if b != controller)
+                    try:
+                        restarts.append(time_restart(c, topic, large, victim, sig, console))
+                    except Exception as exc:  # noqa: BLE001
+                        errors[f"restart SIG{sig}"] = f"{type(exc).__name__}: {exc}"
+                        console.log(traceback.format_exc())
+                for sig in ("TERM", "KILL"):
+                    try:
+                        failovers.append(time_failover(c, topic, large, sig, console))
+                    except Exception as exc:  # noqa: BLE001
+                        errors[f"failover SIG{sig}"] = f"{type(exc).__name__}: {exc}"
+                        console.log(traceback.format_exc())
+                results["restart"] = restarts
+                results["failover"] = failovers
+                if deaths := c.unexpected_deaths():
+                    raise RuntimeError(f"brokers died unexpectedly: {sorted(deaths)}")
+        except Exception as exc:
+            errors[f"large p={large}"] = f"{type(exc).__name__}: {exc}"
+            console.log(traceback.format_exc())
+    return results, errors
+
+
+def render_scaling(results: dict[str, object], errors: dict[str, str], console: Console) -> None:
+    table = Table(
+        title=f"Controller and start-up scaling: rf=3, {BROKERS} local brokers "
+        "(targets: create 1,000 <= 1 s; failover 10,000 <= 5 s; restart 10,000 <= 10 s)"
+    )
+    for column in ("case", "partitions", "figure", "seconds"):
+        table.add_column(column, justify="left" if column in ("case", "figure") else "right")
+    creates = results.get("create", {})
+    assert isinstance(creates, dict)
+    for n, case in creates.items():
+        for key, label in (
+            ("answered_s", "CreateTopics answered"),
+            ("leaders_s", "every leader in Metadata"),
+            ("full_isr_s", "every ISR full"),
+        ):
+            table.add_row("create", f"{int(n):,}", label, f"{case[key]:.2f}")
+    large = results.get("large_create")
+    if isinstance(large, dict):
+        n_large = f"{large['partitions']:,}"
+        table.add_row("create", n_large, "every leader in Metadata", f"{large['leaders_s']:.2f}")
+    else:
+        n_large = "-"
+    for case in results.get("restart", []):  # type: ignore[attr-defined]
+        name = f"restart (SIG{case['signal']})"
+        table.add_row(name, n_large, "leaders moved away", f"{case['leaders_moved_s']:.2f}")
+        table.add_row(name, n_large, "start -> answers Metadata", f"{case['ready_s']:.2f}")
+        table.add_row(name, n_large, "start -> in every ISR", f"{case['in_isr_s']:.2f}")
+    for case in results.get("failover", []):  # type: ignore[attr-defined]
+        name = f"failover (SIG{case['signal']})"
+        table.add_row(name, n_large, "/controller released", f"{case['controller_released_s']:.2f}")
+        table.add_row(
+            name, n_large, "new controller elected", f"{case['controller_elected_s']:.2f}"
+        )
+        table.add_row(
+            name, n_large, "in charge, every leader live", f"{case['all_leaders_live_s']:.2f}"
+        )
+        table.add_row(name, n_large, "  of which after release", f"{case['after_release_s']:.2f}")
+    console.print(table)
+    for name, error in errors.items():
+        console.print(f"[red]{name} failed:[/red] {error}")
+
+
 def draw(results: dict[str, dict[int, dict[str, object]]], png: Path) -> None:
     import matplotlib
 
@@ -278,7 +610,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, help="records per case (overrides the plan)")
     parser.add_argument("--png", default=str(Path(__file__).with_name("partitions.png")))
     parser.add_argument("--keep", metavar="DIR", help="run clusters under DIR and keep them")
+    parser.add_argument(
+        "--scaling", action="store_true", help="controller and start-up timings instead"
+    )
+    parser.add_argument(
+        "--create-partitions",
+        default=",".join(str(n) for n in DEFAULT_CREATE_PARTITIONS),
+        help="--scaling: partition counts to time topic creation at (default %(default)s)",
+    )
+    parser.add_argument(
+        "--large-partitions",
+        type=int,
+        default=DEFAULT_LARGE_PARTITIONS,
+        help="--scaling: partitions for the restart and failover cases, 0 skips them "
+        "(default %(default)s)",
+    )
     args = parser.parse_args(argv)
+    if args.scaling:
+        return scaling_main(args)
     plan = QUICK if args.quick else FULL
     if args.records is not None:
         plan = Plan(args.records, plan.settle_s, plan.idle_s, plan.max_s)
@@ -323,6 +672,23 @@ def main(argv: list[str] | None = None) -> int:
     }
     return finish_report(
         lambda: render(results, partitions, errors, Console(width=160)), summary, errors, began
+    )
+
+
+def scaling_main(args: argparse.Namespace) -> int:
+    keep = Path(args.keep).resolve() if args.keep else None
+    create_counts = [int(p) for p in args.create_partitions.split(",") if p.strip()]
+    console = Console(stderr=True)
+    began = time.monotonic()
+    results, errors = run_scaling(create_counts, args.large_partitions, keep, console)
+    summary: dict[str, object] = {
+        "mode": "scaling",
+        "strandline_brokers": BROKERS,
+        "rf": 3,
+        **results,
+    }
+    return finish_report(
+        lambda: render_scaling(results, errors, Console(width=160)), summary, errors, began
     )
 
 

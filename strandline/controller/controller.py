@@ -42,6 +42,21 @@ __all__ = ["Controller", "PartitionResults", "RebalanceSettings"]
 log = logging.getLogger(__name__)
 
 
+# Events whose procedure reads the current state from ZooKeeper and acts on the
+# difference: two of them queued back to back do what one does.
+COALESCED_EVENTS = (
+    fx.ControllerChange,
+    fx.BrokerChange,
+    fx.TopicChange,
+    fx.PartitionModifications,
+    fx.TopicDeletion,
+    fx.IsrChangeNotification,
+    fx.PreferredReplicaElection,
+    fx.PartitionReassignment,
+    fx.AutoLeaderRebalance,
+)
+
+
 @dataclass
 class _Queued:
     event: fx.ControllerEvent
@@ -75,6 +90,8 @@ class Controller:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._watched_data: set[str] = set()
+        # Watch events queued and not started yet (see `_enqueue`).
+        self._waiting: set[fx.ControllerEvent] = set()
         self.on_elected: Callable[[int], Awaitable[None]] | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
 
@@ -108,6 +125,7 @@ class Controller:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        await self.channel.close_local()
         if self.is_active:
             await asyncio.to_thread(self.zk.resign_controller, self.broker_id)
         self.core.ctx = None
@@ -115,16 +133,31 @@ class Controller:
         # must hear NOT_CONTROLLER now rather than wait out their request timeout.
         while not self._events.empty():
             self._events.get_nowait().refuse()
+        self._waiting.clear()
 
     def put(self, event: fx.ControllerEvent) -> None:
         """Thread-safe: ZooKeeper watches fire on kazoo's thread."""
         if self._loop is None:
             return
-        self._loop.call_soon_threadsafe(self._events.put_nowait, _Queued(event))
+        self._loop.call_soon_threadsafe(self._enqueue, event)
+
+    def _enqueue(self, event: fx.ControllerEvent) -> None:
+        """On the loop: queue `event` unless the same watch event already waits in the
+        queue. Those procedures read ZooKeeper when they run, so the one waiting covers
+        this trigger too: thousands of ISR change notifications (a broker back after a
+        restart) otherwise queue thousands of events, each reading every notification
+        and sending UpdateMetadata to every broker."""
+        if isinstance(event, COALESCED_EVENTS):
+            if event in self._waiting:
+                return
+            self._waiting.add(event)
+        self._events.put_nowait(_Queued(event))
 
     async def _run(self) -> None:
         while True:
             queued = await self._events.get()
+            # From here on a new trigger must queue again: this run may read too early.
+            self._waiting.discard(queued.event)
             try:
                 result = await self._perform(self.core.handle(queued.event))
             except asyncio.CancelledError:

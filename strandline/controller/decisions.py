@@ -45,13 +45,16 @@ def elect_new_partitions(ctx: ControllerContext, tps: Iterable[TopicPartition]) 
 
 
 def elect_leader(
-    ctx: ControllerContext, tp: TopicPartition, unclean_allowed: bool
+    ctx: ControllerContext,
+    tp: TopicPartition,
+    unclean_allowed: bool,
+    live: set[int] | None = None,
 ) -> tuple[int, tuple[int, ...], bool] | None:
     """OfflinePartitionLeaderElectionStrategy: the first assigned replica that is alive
     and in the ISR; failing that, with unclean election allowed, the first live
     assigned replica (its log may lack committed records); else None."""
     state = ctx.partition_states[tp]
-    live = ctx.live_broker_ids
+    live = ctx.live_broker_ids if live is None else live
     replicas = ctx.assignments[tp]
     live_isr = tuple(r for r in state.isr if r in live)
     for r in replicas:
@@ -72,9 +75,10 @@ def on_brokers_failed(
     When no ISR member is alive the partition goes offline (leader -1) keeping its
     ISR, so that only one of those replicas can lead it again (unless unclean)."""
     elections = []
+    live = ctx.live_broker_ids  # once, not per partition: there may be 10,000 of them
     for tp, state in sorted(ctx.partition_states.items()):
         if state.leader in dead:
-            choice = elect_leader(ctx, tp, unclean(tp.topic))
+            choice = elect_leader(ctx, tp, unclean(tp.topic), live)
             if choice is None:
                 elections.append(
                     Election(
@@ -108,10 +112,11 @@ def on_brokers_failed(
 def elect_offline_partitions(ctx: ControllerContext, unclean: UncleanPolicy) -> list[Election]:
     """Try again for every partition without a live leader (after a broker starts)."""
     elections = []
+    live = ctx.live_broker_ids
     for tp, state in sorted(ctx.partition_states.items()):
-        if state.leader in ctx.live_broker_ids:
+        if state.leader in live:
             continue
-        choice = elect_leader(ctx, tp, unclean(tp.topic))
+        choice = elect_leader(ctx, tp, unclean(tp.topic), live)
         if choice is not None:
             leader, isr, was_unclean = choice
             elections.append(
@@ -130,16 +135,13 @@ def elect_preferred_leaders(
 ) -> list[Election]:
     """Preferred replica election: the first assigned replica leads if alive and in ISR."""
     elections = []
+    live = ctx.live_broker_ids
     for tp in tps:
         state = ctx.partition_states.get(tp)
         if state is None:
             continue
         preferred = ctx.assignments[tp][0]
-        if (
-            state.leader != preferred
-            and preferred in ctx.live_broker_ids
-            and preferred in state.isr
-        ):
+        if state.leader != preferred and preferred in live and preferred in state.isr:
             elections.append(
                 Election(
                     tp,
@@ -188,12 +190,13 @@ def controlled_shutdown(ctx: ControllerContext, broker_id: int) -> list[Election
     it is in (ControlledShutdownLeaderElectionStrategy). Call with the broker already in
     `ctx.shutting_down_brokers`, so it is not a candidate."""
     elections = []
+    live = ctx.live_broker_ids
     for tp, state in sorted(ctx.partition_states.items()):
         if broker_id not in state.isr and state.leader != broker_id:
             continue
         isr = tuple(r for r in state.isr if r != broker_id)
         if state.leader == broker_id:
-            candidates = [r for r in ctx.assignments[tp] if r in isr and r in ctx.live_broker_ids]
+            candidates = [r for r in ctx.assignments[tp] if r in isr and r in live]
             if not candidates:
                 continue  # the only in-sync replica: it keeps leading until it stops
             elections.append(
@@ -274,7 +277,7 @@ def elect_leaders_on_request(
             if state.leader in live:
                 errors[tp] = (ErrorCode.election_not_needed, f"{tp} has live leader {state.leader}")
                 continue
-            choice = elect_leader(ctx, tp, unclean_allowed=True)
+            choice = elect_leader(ctx, tp, unclean_allowed=True, live=live)
             if choice is None:
                 errors[tp] = (
                     ErrorCode.eligible_leaders_not_available,

@@ -26,7 +26,9 @@ from strandline.protocol.controller_requests import (
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.1
-REQUEST_TIMEOUT_S = 10.0
+# Kafka's controller.socket.timeout.ms (30 s). A LeaderAndIsr creating 10,000 logs can
+# take a loaded broker more than 10 s: timing it out then sent it again, twice the work.
+REQUEST_TIMEOUT_S = 30.0
 
 Endpoint = tuple[str, int]
 

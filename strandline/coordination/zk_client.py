@@ -19,10 +19,13 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
+    MarshallingError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
     RolledBackError,
+    UnimplementedError,
 )
 from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
@@ -34,6 +37,7 @@ from strandline.coordination.errors import (
     TopicExistsError,
     ZkVersionConflictError,
 )
+from strandline.coordination.multi_read import multi_read_async
 from strandline.coordination.zk_ops import CreateWrite, SetWrite, ZkWrite
 from strandline.coordination.znodes import Assignment, BrokerRegistration, LeaderAndIsr
 from strandline.security.acl import AccessControlEntry, ResourcePattern, ResourceType
@@ -63,6 +67,11 @@ def on_loop(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any]) -> Ca
     return marshal
 
 
+# Partition-state writes per ZooKeeper multi-op: ~150 bytes each, far below the 1 MB
+# request limit (jute.maxbuffer), and small enough that several multis are in flight.
+STATE_WRITES_PER_MULTI = 250
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -81,6 +90,8 @@ class ZkClient:
         # zkVersion of /controller_epoch after our last successful election: controller
         # writes can be fenced on it (Kafka's checkControllerEpoch multi-op).
         self.controller_epoch_zk_version: int | None = None
+        # Whether the server answers multiRead (ZooKeeper 3.6+); cleared on refusal.
+        self._multi_read = True
 
     # --- session ---------------------------------------------------------------------
 
@@ -202,11 +213,19 @@ class ZkClient:
         return znodes.decode_broker_registration(broker_id, data, epoch=stat.czxid)
 
     def get_live_brokers(self) -> dict[int, BrokerRegistration]:
+        pending = [
+            (int(child), self.kazoo.get_async(znodes.broker_path(int(child))))
+            for child in self.kazoo.get_children(znodes.BROKER_IDS_PATH)
+        ]
         brokers: dict[int, BrokerRegistration] = {}
-        for child in self.kazoo.get_children(znodes.BROKER_IDS_PATH):
-            reg = self.get_broker(int(child))
-            if reg is not None:  # it may vanish between the listing and the read
-                brokers[reg.broker_id] = reg
+        for broker_id, result in pending:
+            try:
+                data, stat = result.get()
+            except NoNodeError:  # it may vanish between the listing and the read
+                continue
+            brokers[broker_id] = znodes.decode_broker_registration(
+                broker_id, data, epoch=stat.czxid
+            )
         return dict(sorted(brokers.items()))
 
     # --- topics ----------------------------------------------------------------------
@@ -393,14 +412,39 @@ class ZkClient:
     def get_partition_states(
         self, tps: Iterable[TopicPartition]
     ) -> dict[TopicPartition, tuple[LeaderAndIsr, int]]:
-        """Pipelined reads (one round trip's latency for many partitions)."""
-        pending = [(tp, self.kazoo.get_async(znodes.partition_state_path(tp))) for tp in tps]
+        """Pipelined multiReads (a failover reads every partition's state): a round
+        trip's latency for many partitions, and one request per thousand of them;
+        pipelined getData per partition on a server without multiRead."""
+        tps = list(tps)
+        paths = [znodes.partition_state_path(tp) for tp in tps]
         states: dict[TopicPartition, tuple[LeaderAndIsr, int]] = {}
+        found: list[tuple[TopicPartition, Any]] = []
+        if self._multi_read and len(tps) > 1:
+            by_path = dict(zip(paths, tps, strict=True))
+            unread: list[str] = []
+            for chunk, async_result in multi_read_async(self.kazoo, paths):
+                try:
+                    answers = async_result.get()
+                except (UnimplementedError, MarshallingError, ConnectionLoss) as exc:
+                    if not isinstance(exc, ConnectionLoss):
+                        self._multi_read = False  # an old server: not again
+                    unread += chunk
+                    continue
+                for path, answer in zip(chunk, answers, strict=True):
+                    if isinstance(answer, NoNodeError):
+                        continue
+                    if isinstance(answer, Exception):
+                        unread.append(path)  # read it alone below, raising as before
+                        continue
+                    found.append((by_path[path], answer))
+            tps = [by_path[p] for p in unread]
+        pending = [(tp, self.kazoo.get_async(znodes.partition_state_path(tp))) for tp in tps]
         for tp, result in pending:
             try:
-                data, stat = result.get()
+                found.append((tp, result.get()))
             except NoNodeError:
                 continue
+        for tp, (data, stat) in found:
             states[tp] = (znodes.decode_leader_and_isr(data), int(stat.version))
         return states
 
@@ -422,9 +466,89 @@ class ZkClient:
         states: dict[TopicPartition, LeaderAndIsr],
         fence_controller_epoch: bool = False,
     ) -> dict[TopicPartition, int | Exception]:
-        """Create many state znodes, pipelined (a new topic's partitions coming online).
-        Each partition gets zkVersion 0 or the exception its create met
-        (ZkVersionConflictError if it already exists, ControllerMovedError if fenced)."""
+        """Create many state znodes (a new topic's partitions coming online), with their
+        partition znodes, STATE_WRITES_PER_MULTI partitions per multi-op and the multis
+        pipelined. Each partition gets zkVersion 0 or the exception its create met
+        (ZkVersionConflictError if it already exists, ControllerMovedError if fenced).
+
+        One request per znode was the controller's cost for a large topic (issue 14):
+        kazoo handles one request per turn of its connection loop, ~0.7 ms each on a
+        loaded machine. A multi that fails (a znode that exists already) is done again
+        one partition at a time, which tells the partitions apart."""
+        topic_paths = sorted({znodes.topic_partitions_path(tp.topic) for tp in states})
+        for result in [self.kazoo.create_async(p, b"") for p in topic_paths]:
+            try:
+                result.get()
+            except (NodeExistsError, NoNodeError):
+                pass  # a missing topic znode fails its partitions' creates below
+
+        def ops(txn: Any, tp: TopicPartition, state: LeaderAndIsr) -> None:
+            txn.create(znodes.partition_path(tp), b"")
+            txn.create(znodes.partition_state_path(tp), znodes.encode_leader_and_isr(state))
+
+        results: dict[TopicPartition, int | Exception] = {}
+        failed: dict[TopicPartition, LeaderAndIsr] = {}
+        for chunk, outcome, _answers in self._multis(
+            list(states.items()), ops, fence_controller_epoch
+        ):
+            if outcome is None:
+                results.update((tp, 0) for tp, _state in chunk)
+            elif isinstance(outcome, ControllerMovedError):
+                results.update((tp, outcome) for tp, _state in chunk)
+            else:
+                failed.update(chunk)
+        if failed:
+            results.update(self._create_states_one_by_one(failed, fence_controller_epoch))
+        return results
+
+    def _multis(
+        self,
+        items: list[tuple[TopicPartition, Any]],
+        ops: Callable[[Any, TopicPartition, Any], None],
+        fence_controller_epoch: bool,
+    ) -> list[tuple[list[tuple[TopicPartition, Any]], Exception | None, list[Any]]]:
+        """Commit `items` in pipelined multi-ops of STATE_WRITES_PER_MULTI, each behind
+        the controller-epoch check when fenced: per chunk, None (committed),
+        ControllerMovedError, or the first error another op met (nothing committed),
+        and the multi's answers, one per op."""
+        pending = []
+        for start in range(0, len(items), STATE_WRITES_PER_MULTI):
+            chunk = items[start : start + STATE_WRITES_PER_MULTI]
+            txn = self.kazoo.transaction()
+            if fence_controller_epoch:
+                txn.check(znodes.CONTROLLER_EPOCH_PATH, self._fencing_version())
+            for tp, item in chunk:
+                ops(txn, tp, item)
+            pending.append((chunk, txn.commit_async()))
+        outcomes: list[tuple[list[tuple[TopicPartition, Any]], Exception | None, list[Any]]] = []
+        for chunk, async_result in pending:
+            try:
+                answers = list(async_result.get())
+            except Exception as exc:  # noqa: BLE001 - the whole multi failed: per chunk
+                outcomes.append((chunk, exc, []))
+                continue
+            if fence_controller_epoch and isinstance(answers[0], BadVersionError):
+                moved = ControllerMovedError("/controller_epoch changed; write fenced")
+                outcomes.append((chunk, moved, answers))
+                continue
+            errors = [
+                a
+                for a in answers
+                if isinstance(a, Exception) and not isinstance(a, RolledBackError)
+            ]
+            if errors or any(isinstance(a, Exception) for a in answers):
+                outcomes.append((chunk, errors[0] if errors else RolledBackError(), answers))
+            else:
+                outcomes.append((chunk, None, answers))
+        return outcomes
+
+    def _create_states_one_by_one(
+        self,
+        states: dict[TopicPartition, LeaderAndIsr],
+        fence_controller_epoch: bool = False,
+    ) -> dict[TopicPartition, int | Exception]:
+        """One request per znode, pipelined: tells apart the partitions of a multi that
+        failed (an existing znode, a missing topic)."""
         parents = sorted(
             {znodes.topic_partitions_path(tp.topic) for tp in states}
             | {znodes.partition_path(tp) for tp in states}
@@ -500,9 +624,49 @@ class ZkClient:
         updates: dict[TopicPartition, tuple[LeaderAndIsr, int]],
         fence_controller_epoch: bool = False,
     ) -> dict[TopicPartition, int | Exception]:
-        """Many conditional writes, pipelined. Each partition gets its new zkVersion or
-        the exception its write met (ZkVersionConflictError, NoNodeError,
-        ControllerMovedError); one failure does not stop the others."""
+        """Many conditional writes, STATE_WRITES_PER_MULTI per multi-op, the multis
+        pipelined (see create_partition_states). Each partition gets its new zkVersion
+        or the exception its write met (ZkVersionConflictError, NoNodeError,
+        ControllerMovedError); one failure does not stop the others: a multi holding
+        one is done again one write at a time."""
+
+        def ops(txn: Any, tp: TopicPartition, update: tuple[LeaderAndIsr, int]) -> None:
+            state, expected_version = update
+            txn.set_data(
+                znodes.partition_state_path(tp),
+                znodes.encode_leader_and_isr(state),
+                expected_version,
+            )
+
+        results: dict[TopicPartition, int | Exception] = {}
+        failed: dict[TopicPartition, tuple[LeaderAndIsr, int]] = {}
+        if len(updates) > 1:
+            for chunk, outcome, answers in self._multis(
+                list(updates.items()), ops, fence_controller_epoch
+            ):
+                if outcome is None:
+                    stats = answers[1:] if fence_controller_epoch else answers
+                    results.update(
+                        (tp, int(stat.version))
+                        for (tp, _update), stat in zip(chunk, stats, strict=True)
+                    )
+                elif isinstance(outcome, ControllerMovedError):
+                    results.update((tp, outcome) for tp, _update in chunk)
+                else:
+                    failed.update(chunk)
+        else:
+            failed = dict(updates)
+        if failed:
+            results.update(self._update_states_one_by_one(failed, fence_controller_epoch))
+        return results
+
+    def _update_states_one_by_one(
+        self,
+        updates: dict[TopicPartition, tuple[LeaderAndIsr, int]],
+        fence_controller_epoch: bool = False,
+    ) -> dict[TopicPartition, int | Exception]:
+        """One conditional write per request, pipelined: tells apart the partitions of
+        a multi that failed."""
         pending: list[tuple[TopicPartition, str, int, Any]] = []
         for tp, (state, expected_version) in updates.items():
             path = znodes.partition_state_path(tp)
@@ -648,10 +812,17 @@ class ZkClient:
         return path.rsplit("/", 1)[1]
 
     def get_isr_change_notifications(self) -> dict[str, list[TopicPartition]]:
+        """Every pending notification, read pipelined: a restarted broker rejoining the
+        ISRs of thousands of partitions leaves thousands of them."""
+        parent = znodes.ISR_CHANGE_NOTIFICATION_PATH
+        pending = [
+            (child, self.kazoo.get_async(f"{parent}/{child}"))
+            for child in sorted(self.kazoo.get_children(parent))
+        ]
         notifications: dict[str, list[TopicPartition]] = {}
-        for child in sorted(self.kazoo.get_children(znodes.ISR_CHANGE_NOTIFICATION_PATH)):
+        for child, result in pending:
             try:
-                data, _ = self.kazoo.get(f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}")
+                data, _ = result.get()
             except NoNodeError:
                 continue
             notifications[child] = znodes.decode_isr_change_notification(data)

@@ -8,6 +8,7 @@ simulator run exactly this class.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
@@ -48,6 +49,15 @@ class ReplicaState:
         self.log_end_offset = fetch_offset
         self.last_fetch_leader_log_end_offset = leader_log_end_offset
         self.last_fetch_time_ms = now_ms
+
+    def record_session_fetch(self, fetch_ms: int, leader_log_end_offset: int) -> None:
+        """The follower's fetch session asked for this partition at `fetch_ms` without
+        naming it (KIP-227: its position had not moved). The leader learns it only now,
+        before it appends: if the follower was at our LEO then, it was caught up then."""
+        if self.log_end_offset == leader_log_end_offset and fetch_ms > self.last_fetch_time_ms:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_ms)
+            self.last_fetch_leader_log_end_offset = leader_log_end_offset
+            self.last_fetch_time_ms = fetch_ms
 
     def is_caught_up(self, leader_log_end_offset: int, now_ms: int, lag_max_ms: int) -> bool:
         return (
@@ -124,8 +134,22 @@ class Partition:
         }
         return self.maybe_increment_high_watermark(now_ms)
 
-    def on_append(self, log_end_offset: int, now_ms: int) -> int | None:
-        """The leader appended produced records; returns the HW if it advanced."""
+    def on_append(
+        self,
+        log_end_offset: int,
+        now_ms: int,
+        session_fetch_ms: Mapping[int, int] | None = None,
+    ) -> int | None:
+        """The leader appended produced records; returns the HW if it advanced.
+
+        `session_fetch_ms`: per follower, when its fetch session last asked for this
+        partition without naming it; idle partitions are not named in session fetches,
+        so this is when such a follower last showed it was caught up."""
+        if session_fetch_ms:
+            for broker_id, fetch_ms in session_fetch_ms.items():
+                replica = self.remote_replicas.get(broker_id)
+                if replica is not None:
+                    replica.record_session_fetch(fetch_ms, self.log_end_offset)
         self.log_end_offset = log_end_offset
         return self.maybe_increment_high_watermark(now_ms)
 
@@ -156,6 +180,15 @@ class Partition:
         return (
             replica.log_end_offset >= self.high_watermark
             and replica.log_end_offset >= self.leader_epoch_start_offset
+        )
+
+    def isr_followers_caught_up(self) -> bool:
+        """Every follower in the ISR is at our LEO: nothing can make it lag but an append,
+        so the periodic ISR check may forget this partition until then."""
+        return all(
+            replica.log_end_offset == self.log_end_offset
+            for broker_id, replica in self.remote_replicas.items()
+            if broker_id in self.isr
         )
 
     def isr_shrink_proposal(self, now_ms: int) -> frozenset[int] | None:

@@ -162,6 +162,7 @@ BROKER_KEYS: tuple[BrokerKey, ...] = (
     _static("delete.topic.enable", "true", TYPE_BOOLEAN),
     _static("socket.request.max.bytes", "104857600", TYPE_INT),
     _static("replica.lag.time.max.ms", "30000", TYPE_LONG),
+    _static("max.incremental.fetch.session.cache.slots", "1000", TYPE_INT),
     _static("log.retention.check.interval.ms", "300000", TYPE_LONG),
     _static("offsets.topic.num.partitions", "50", TYPE_INT),
     _static("offsets.topic.replication.factor", "3", TYPE_INT),

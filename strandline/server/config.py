@@ -50,6 +50,8 @@ class BrokerConfig:
     message_max_bytes: int
     socket_request_max_bytes: int
     replica_lag_time_max_ms: int
+    # KIP-227: how many fetch sessions the broker keeps (0: none, every fetch is full).
+    max_incremental_fetch_session_cache_slots: int
     min_insync_replicas: int
     unclean_leader_election_enable: bool
     log_flush_scheduler_interval_ms: int
@@ -116,6 +118,9 @@ class BrokerConfig:
             message_max_bytes=get_int("message.max.bytes", 1048588),
             socket_request_max_bytes=get_int("socket.request.max.bytes", 104857600),
             replica_lag_time_max_ms=get_int("replica.lag.time.max.ms", 30000),
+            max_incremental_fetch_session_cache_slots=get_int(
+                "max.incremental.fetch.session.cache.slots", 1000
+            ),
             min_insync_replicas=get_int("min.insync.replicas", 1),
             unclean_leader_election_enable=get_bool("unclean.leader.election.enable", False),
             log_flush_scheduler_interval_ms=get_int("log.flush.scheduler.interval.ms", 1000),

@@ -149,13 +149,23 @@ class BrokerMetrics(NoMetrics):
             registry=r,
         )
         r.register(BrokerStateCollector(broker))
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._server: asyncio.base_events.Server | None = None
 
     # -- hooks -----------------------------------------------------------------------
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, looked up once: prometheus_client validates and
+        hashes the labels on every call, a cost paid per request and per partition."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def request_done(self, timing: RequestTiming, sent: float) -> None:
         name = api_name(timing.api_key)
-        self.requests.labels(name, str(timing.api_version)).inc()
+        self._child(self.requests, name, str(timing.api_version)).inc()
         remote = sum(timing.remote_wait)
         for phase, seconds in (
             ("requestqueue", timing.started - timing.received),
@@ -165,17 +175,17 @@ class BrokerMetrics(NoMetrics):
             ("responsesend", sent - timing.dequeued),
             ("total", sent - timing.received),
         ):
-            self.phases[phase].labels(name).observe(max(seconds, 0.0) * 1000)
+            self._child(self.phases[phase], name).observe(max(seconds, 0.0) * 1000)
 
     def bytes_in(self, topic: str, size: int, records: int) -> None:
-        self.bytes_in_total.labels(topic).inc(size)
-        self.messages_in_total.labels(topic).inc(records)
+        self._child(self.bytes_in_total, topic).inc(size)
+        self._child(self.messages_in_total, topic).inc(records)
 
     def bytes_out(self, topic: str, size: int, replication: bool) -> None:
         if replication:
             self.replication_bytes_out_total.inc(size)
         else:
-            self.bytes_out_total.labels(topic).inc(size)
+            self._child(self.bytes_out_total, topic).inc(size)
 
     def replication_bytes_in(self, size: int) -> None:
         self.replication_bytes_in_total.inc(size)
@@ -285,6 +295,17 @@ class BrokerStateCollector(Collector):
             "Largest lag, in records, of a follower replica here behind its leader's HW",
             max(b.fetcher_manager.lags.values(), default=0),
             labels={"clientid": "Replica"},
+        )
+        sessions = rm.fetch_sessions
+        yield _gauge(
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+            "KIP-227 fetch sessions this broker holds (followers' and consumers')",
+            len(sessions),
+        )
+        yield _gauge(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "Partitions held over all fetch sessions",
+            sessions.partitions_cached(),
         )
         yield from self._per_partition(rm.partitions.values(), me)
         yield self._group_lag()

@@ -2,7 +2,9 @@
 
 Requests on one connection are handled concurrently (a parked fetch does not hold
 up the next request), but responses are written in request order, as Kafka's
-protocol requires. Malformed input closes only the offending connection.
+protocol requires: one writer task per connection writes them whole, one after the
+other, including the records a Fetch response sends from segment files with sendfile
+(`zero_copy.py`). Malformed input closes only the offending connection.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 import ssl
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from strandline.protocol.codec import (
     RequestHeader,
@@ -21,6 +23,7 @@ from strandline.protocol.codec import (
     encode_response,
     parse_header,
 )
+from strandline.protocol.fetch_response import Chunk, encode_chunked_response
 from strandline.protocol.framing import ProtocolError, read_frame
 from strandline.security.tls import (
     NoMatchingRule,
@@ -41,16 +44,18 @@ from strandline.server.listeners import Listener
 from strandline.server.metrics import RequestTiming
 from strandline.server.purgatory import REMOTE_WAITS
 from strandline.server.session import CURRENT_SESSION, Session
+from strandline.server.zero_copy import SEND_REGIONS, has_regions, send_chunks
 
 log = logging.getLogger(__name__)
 
-Response = list[bytes] | None
+Response = list[Chunk] | None
 Pending = tuple[Awaitable[Response], RequestTiming | None]
 _HIGH_WATER = 1 << 20
 REAP_INTERVAL_S = 1.0
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 _MAX_IN_FLIGHT = 256
+FETCH = 1
 
 
 @dataclass
@@ -73,6 +78,9 @@ class SocketServer:
         self.listeners = config.listeners
         self.max_request_bytes = config.socket_request_max_bytes
         props = config.props
+        # Fetched records from the page cache to plaintext sockets with sendfile (off:
+        # read into memory, as on TLS listeners); a Strandline switch, Kafka has none.
+        self.zero_copy = props.get("strandline.zero.copy.enable", "true").lower() != "false"
         self._tls: dict[str, tuple[ssl.SSLContext, SslPrincipalMapper]] = {}
         for listener in self.listeners.listeners:
             if listener.security_protocol.uses_tls:
@@ -198,10 +206,14 @@ class SocketServer:
         # and every handler finds the connection's principal.
         CLIENT_ADDRESS.set(session.peer_host)
         CURRENT_SESSION.set(session)
+        # Only a plaintext socket can take sendfile: TLS must encrypt every byte in
+        # user space (Kafka copies there too), so its Fetch handlers read bytes.
+        sendfile = self.zero_copy and writer.get_extra_info("ssl_object") is None
+        SEND_REGIONS.set(sendfile)
         # Bounded, so a client that pipelines without reading is back-pressured (Kafka mutes it).
         pending: asyncio.Queue[Pending | None] = asyncio.Queue(maxsize=_MAX_IN_FLIGHT)
         writer_task = asyncio.create_task(
-            self._write_responses(writer, pending, peer, task, session)
+            self._write_responses(writer, pending, peer, task, session, sendfile)
         )
         try:
             while True:
@@ -215,10 +227,16 @@ class SocketServer:
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
-            await pending.put(None)
+            if writer.transport.is_closing():
+                # Aborted (the reaper): nothing more can be delivered, and a sendfile
+                # blocked on a full socket would never learn of the close (asyncio
+                # leaves its write callback on the closed descriptor): stop the writer.
+                writer_task.cancel()
+            else:
+                await pending.put(None)
             try:
                 await writer_task
-            except Exception:  # noqa: BLE001 - the connection is going away regardless
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - going away regardless
                 pass
 
     def _dispatch(self, frame: bytes, received: float, session: Session) -> Pending:
@@ -231,7 +249,9 @@ class SocketServer:
         _check_authentication(session, header.api_key)
         if not spec.min_version <= header.api_version <= spec.max_version:
             if header.api_key == API_VERSIONS:
-                answer = encode_response(header.correlation_id, unsupported_version_response())
+                answer: list[Chunk] = list(
+                    encode_response(header.correlation_id, unsupported_version_response())
+                )
                 return _done(answer), None
             raise ProtocolError(
                 f"API key {header.api_key} version {header.api_version} is not supported "
@@ -247,7 +267,14 @@ class SocketServer:
         timing.started = clock.perf_s()
         REMOTE_WAITS.set(timing.remote_wait)  # this task's own context
         response = await handler(self.ctx, header, request)
-        encoded = None if response is None else encode_response(header.correlation_id, response)
+        encoded: Response
+        if response is None:
+            encoded = None
+        elif header.api_key == FETCH:
+            # Its records may be FileRegions: framed as chunks, sent without a copy.
+            encoded = encode_chunked_response(header.correlation_id, response)
+        else:
+            encoded = list(encode_response(header.correlation_id, response))
         timing.handled = clock.perf_s()
         return encoded
 
@@ -258,6 +285,7 @@ class SocketServer:
         peer: object,
         task: asyncio.Task[None],
         session: Session,
+        sendfile: bool,
     ) -> None:
         metrics = self.ctx.metrics
         while True:
@@ -274,7 +302,15 @@ class SocketServer:
             if timing is not None:
                 timing.dequeued = clock.perf_s()
             if chunks is not None:
-                writer.writelines(chunks)
+                if has_regions(chunks):
+                    try:
+                        sendfile = await send_chunks(writer, chunks, sendfile)
+                    except Exception as e:  # noqa: BLE001 - the frame is cut: close
+                        log.warning("closing connection from %s: sending failed: %s", peer, e)
+                        writer.transport.abort()
+                        return
+                else:
+                    writer.writelines(cast(list[bytes], chunks))  # no region among them
                 if writer.transport.get_write_buffer_size() > _HIGH_WATER:
                     await writer.drain()
             if timing is not None and metrics.enabled:

@@ -19,28 +19,36 @@ from strandline.server import clock
 REMOTE_WAITS: ContextVar[list[float] | None] = ContextVar("remote_waits", default=None)
 
 
+# A parked request's condition: given the notified key, or None for "look at everything".
+Check = Callable[[Hashable | None], bool]
+
+
 class _Waiter:
     __slots__ = ("check", "future")
 
-    def __init__(self, check: Callable[[], bool], future: asyncio.Future[bool]) -> None:
+    def __init__(self, check: Check, future: asyncio.Future[bool]) -> None:
         self.check = check
         self.future = future
 
 
 class Purgatory:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, on_notify: Callable[[Hashable], None] | None = None) -> None:
         self.name = name
         self._watchers: dict[Hashable, set[_Waiter]] = {}
+        # Told of every notified key before the waiters are checked: the fetch session
+        # cache marks the partition dirty in its sessions and wakes their fetches.
+        self._on_notify = on_notify
 
     def watched(self) -> int:
         return sum(len(w) for w in self._watchers.values())
 
-    async def wait(
-        self, keys: Iterable[Hashable], check: Callable[[], bool], timeout_s: float
-    ) -> bool:
-        """Return True once `check()` holds (re-checked on each notify of a key), or
-        `check()`'s value when the timeout expires."""
-        if check():
+    async def wait(self, keys: Iterable[Hashable], check: Check, timeout_s: float) -> bool:
+        """Return True once `check` holds, or its value when the timeout expires.
+
+        `check(None)` looks at everything the request waits on (first and last);
+        `check(key)` after a notify of `key` need only look at what `key` changed, so a
+        request waiting on a thousand partitions pays for one per wake-up, not all."""
+        if check(None):
             return True
         if timeout_s <= 0:
             return False
@@ -65,14 +73,16 @@ class Purgatory:
                     watchers.discard(waiter)
                     if not watchers:
                         del self._watchers[key]
-        return completed or check()
+        return completed or check(None)
 
     def notify(self, key: Hashable) -> None:
+        if self._on_notify is not None:
+            self._on_notify(key)
         watchers = self._watchers.get(key)
         if not watchers:
             return
         for waiter in list(watchers):
-            if not waiter.future.done() and waiter.check():
+            if not waiter.future.done() and waiter.check(key):
                 waiter.future.set_result(True)
 
     def notify_all(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_v12
@@ -21,17 +21,20 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from strandline.client.connection import KafkaConnection
+from strandline.client.fetch_session import FetchSessionHandler
 from strandline.client.security import ClientSecurity
 from strandline.errors import KafkaError, StorageError
 from strandline.protocol.controller_requests import BrokerInfo
 from strandline.replication.follower import FetchState
 from strandline.replication.truncation import EpochEndOffset, truncation_on_offset_out_of_range
 from strandline.server import clock
+from strandline.server.fetch_session import PartitionPosition
 from strandline.server.metrics import NoMetrics
 from strandline.server.replica_manager import HostedPartition, ReplicaManager
 from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 FETCH_MAX_WAIT = i32Timedelta.parse(datetime.timedelta(milliseconds=500))
 PARTITION_MAX_BYTES = 1 << 20
@@ -57,6 +60,16 @@ class ReplicaFetcher:
         self.partitions: set[TopicPartition] = set()
         self._conn: KafkaConnection | None = None
         self._delayed_until: dict[TopicPartition, float] = {}
+        self._session = FetchSessionHandler(manager.fetch_sessions)
+        # The positions of the partitions ready to fetch, kept up to date by looking
+        # again only at the partitions that changed (`_stale`): a round of an idle
+        # fetcher costs the same with ten partitions or ten thousand.
+        self._positions: dict[TopicPartition, PartitionPosition] = {}
+        self._stale: set[TopicPartition] = set()
+        # Changed since the last request was planned (its candidates to send or forget).
+        self._changed: set[TopicPartition] = set()
+        # Partitions that may still have to settle their log end (KIP-279).
+        self._truncating: set[TopicPartition] = set()
         self._wakeup = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{manager.broker_id}-{leader.broker_id}"
@@ -70,7 +83,13 @@ class ReplicaFetcher:
         self.partitions |= tps
         for tp in tps:
             self._delayed_until.pop(tp, None)
+        self._stale |= tps
+        self._truncating |= tps
         self._wakeup.set()
+
+    def remove(self, tps: set[TopicPartition]) -> None:
+        self.partitions -= tps
+        self._stale |= tps & self._positions.keys()
 
     async def stop(self) -> None:
         self._task.cancel()
@@ -81,20 +100,18 @@ class ReplicaFetcher:
         if self._conn is not None:
             await self._conn.close()
 
-    def _hosted(self) -> dict[TopicPartition, HostedPartition]:
-        """Our partitions that still follow this leader (a LeaderAndIsr may have moved them)."""
-        result = {}
-        for tp in list(self.partitions):
-            hosted = self.rm.partitions.get(tp)
-            if (
-                hosted is None
-                or hosted.follower_state is None
-                or hosted.leader != self.leader.broker_id
-            ):
-                self.partitions.discard(tp)
-                continue
-            result[tp] = hosted
-        return result
+    def _hosted(self, tp: TopicPartition) -> HostedPartition | None:
+        """The partition if it still follows this leader (a LeaderAndIsr may have moved it)."""
+        hosted = self.rm.partitions.get(tp)
+        if (
+            tp not in self.partitions
+            or hosted is None
+            or hosted.follower_state is None
+            or hosted.leader != self.leader.broker_id
+        ):
+            self.partitions.discard(tp)
+            return None
+        return hosted
 
     async def _connection(self) -> KafkaConnection:
         if self._conn is None or self._conn.closed:
@@ -109,6 +126,8 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         while True:
             if not self.partitions:
+                # A new partition starts a new session (the leader evicts the old one).
+                self._session.reset()
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
@@ -120,6 +139,7 @@ class ReplicaFetcher:
                 raise
             except Exception as e:  # noqa: BLE001 - the leader may be gone: back off, retry
                 log.debug("fetcher to broker %d: %s", self.leader.broker_id, e)
+                self._session.reset()
                 if self._conn is not None:
                     await self._conn.close()
                     self._conn = None
@@ -129,13 +149,16 @@ class ReplicaFetcher:
         """OffsetForLeaderEpoch for every partition still settling its log end."""
         while True:
             now = clock.monotonic_s()
-            pending = {
-                tp: h
-                for tp, h in self._hosted().items()
-                if h.follower_state is not None
-                and h.follower_state.fetch_state is FetchState.TRUNCATING
-                and self._delayed_until.get(tp, 0.0) <= now
-            }
+            pending = {}
+            for tp in list(self._truncating):
+                h = self._hosted(tp)
+                if h is None or h.follower_state is None:
+                    self._truncating.discard(tp)
+                elif h.follower_state.fetch_state is not FetchState.TRUNCATING:
+                    self._truncating.discard(tp)
+                    self._stale.add(tp)  # ready to fetch now
+                elif self._delayed_until.get(tp, 0.0) <= now:
+                    pending[tp] = h
             if not pending:
                 return
             asked_epochs = {tp: h.leader_epoch for tp, h in pending.items()}
@@ -216,79 +239,112 @@ class ReplicaFetcher:
             if retry:
                 # KIP-279 asks again with the epoch now latest; errors back off first.
                 await asyncio.sleep(BACKOFF_S)
-                if not any(
-                    h.follower_state is not None
-                    and h.follower_state.fetch_state is FetchState.TRUNCATING
-                    for h in self._hosted().values()
-                ):
-                    return
 
-    def _ready(self, now: float) -> dict[TopicPartition, HostedPartition]:
-        """Fetching partitions whose error back-off (if any) has passed."""
+    def _ready(self, now: float) -> dict[TopicPartition, PartitionPosition]:
+        """Fetching partitions whose error back-off (if any) has passed, with the
+        position to fetch from; only the partitions that changed are looked at."""
         for tp, until in list(self._delayed_until.items()):
             if until <= now:
                 del self._delayed_until[tp]
-        return {
-            tp: h
-            for tp, h in self._hosted().items()
-            if h.follower_state is not None
-            and h.follower_state.fetch_state is FetchState.FETCHING
-            and tp not in self._delayed_until
-        }
+                self._stale.add(tp)
+        for tp in self._stale:
+            h = self._hosted(tp)
+            if (
+                h is None
+                or h.follower_state is None
+                or h.follower_state.fetch_state is not FetchState.FETCHING
+                or tp in self._delayed_until
+            ):
+                self._positions.pop(tp, None)
+            else:
+                self._positions[tp] = PartitionPosition(
+                    h.log.log_end_offset,
+                    PARTITION_MAX_BYTES,
+                    h.leader_epoch,
+                    h.log.log_start_offset,
+                )
+        self._changed |= self._stale
+        self._stale = set()
+        return self._positions
 
     async def _fetch(self, conn: KafkaConnection) -> None:
-        hosted = self._ready(clock.monotonic_s())
+        wanted = self._ready(clock.monotonic_s())
         throttle = self.rm.throttle
-        throttled = {tp for tp in hosted if throttle.follower_throttles(tp)}
-        if throttled and throttle.follower.exceeded(throttle.clock()):
-            # follower.replication.throttled.rate spent: fetch the others meanwhile.
-            hosted = {tp: h for tp, h in hosted.items() if tp not in throttled}
-            if not hosted:
-                await asyncio.sleep(min(throttle.follower.delay_s(throttle.clock()), BACKOFF_S))
-                return
-        if not hosted:
+        if wanted and throttle.follower.exceeded(throttle.clock()):
+            # follower.replication.throttled.rate spent: fetch the others meanwhile (and
+            # look at the throttled ones again next round).
+            held = {tp for tp in wanted if throttle.follower_throttles(tp)}
+            if held:
+                wanted = {tp: p for tp, p in wanted.items() if tp not in held}
+                self._changed |= held
+                self._stale |= held
+                if not wanted:
+                    await asyncio.sleep(min(throttle.follower.delay_s(throttle.clock()), BACKOFF_S))
+                    return
+        if not wanted:
             await asyncio.sleep(BACKOFF_S)
             return
-        sent = {tp: (h.log.log_end_offset, h.leader_epoch) for tp, h in hosted.items()}
+        session = self._session
+        plan = session.plan(wanted, self._changed)
+        self._changed = set()
         request = fetch_v12.FetchRequest(
             replica_id=BrokerId(self.manager.broker_id),
             max_wait=FETCH_MAX_WAIT,
             min_bytes=i32(1),
             max_bytes=i32(RESPONSE_MAX_BYTES),
             isolation_level=i8(0),
-            session_id=i32(0),
-            session_epoch=i32(-1),
+            session_id=i32(plan.session_id),
+            session_epoch=i32(plan.epoch),
             topics=tuple(
                 fetch_v12.FetchTopic(
                     topic=TopicName(topic),
                     partitions=tuple(
                         fetch_v12.FetchPartition(
                             partition=i32(tp.partition),
-                            current_leader_epoch=i32(sent[tp][1]),
-                            fetch_offset=i64(sent[tp][0]),
+                            current_leader_epoch=i32(p.leader_epoch),
+                            fetch_offset=i64(p.fetch_offset),
                             last_fetched_epoch=i32(-1),
-                            log_start_offset=i64(h.log.log_start_offset),
-                            partition_max_bytes=i32(PARTITION_MAX_BYTES),
+                            log_start_offset=i64(p.log_start_offset),
+                            partition_max_bytes=i32(p.max_bytes),
                         )
-                        for tp, h in hosted.items()
-                        if tp.topic == topic
+                        for tp, p in by_topic
                     ),
                 )
-                for topic in sorted({tp.topic for tp in hosted})
+                for topic, by_topic in _group_by_topic(plan.to_send)
             ),
-            forgotten_topics_data=(),
+            forgotten_topics_data=tuple(
+                fetch_v12.ForgottenTopic(
+                    topic=TopicName(topic), partitions=tuple(i32(tp.partition) for tp, _ in tps)
+                )
+                for topic, tps in _group_by_topic(dict.fromkeys(plan.forgotten))
+            ),
             rack_id="",
         )
-        response = await conn.send(request, timeout=REQUEST_TIMEOUT_S)
+        try:
+            response = await conn.send(request, timeout=REQUEST_TIMEOUT_S)
+        except BaseException:
+            session.on_failure()
+            raise
+        session.on_response(plan, response.error_code, response.session_id)
+        if response.error_code != ErrorCode.none:
+            log.info(
+                "fetch session with broker %d: %s; starting a new one",
+                self.leader.broker_id,
+                ErrorCode(response.error_code).name,
+            )
+            return
         now = clock.now_ms()
         for t in response.responses:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
                 h = self.rm.partitions.get(tp)
-                if h is None or h.follower_state is None or tp not in sent:
+                # What the leader read at: our position as its session holds it.
+                position = session.position(tp) or plan.to_send.get(tp)
+                if h is None or h.follower_state is None or position is None:
                     continue
-                fetch_offset, epoch = sent[tp]
-                if tp in throttled and p.records:
+                self._stale.add(tp)  # its position may move below
+                fetch_offset, epoch = position.fetch_offset, position.leader_epoch
+                if p.records and throttle.follower_throttles(tp):
                     throttle.follower.record(len(p.records), throttle.clock())
                 if p.error_code == ErrorCode.offset_out_of_range:
                     await self._on_out_of_range(conn, h)
@@ -356,12 +412,22 @@ class ReplicaFetcher:
         hosted = self.rm.partitions.get(tp)
         if hosted is None or hosted.leader_epoch != sent_epoch:
             return  # an answer about an epoch we have left behind meanwhile
+        self._stale.add(tp)
         if error in _STALE_EPOCH_ERRORS:
             log.info("fetcher: %s answered %s; waiting for new leadership", tp, error.name)
             self.partitions.discard(tp)
         else:
             log.debug("fetcher: %s answered %s; retrying after a back-off", tp, error.name)
             self._delayed_until[tp] = clock.monotonic_s() + BACKOFF_S
+
+
+def _group_by_topic(
+    partitions: dict[TopicPartition, _T],
+) -> list[tuple[str, list[tuple[TopicPartition, _T]]]]:
+    by_topic: dict[str, list[tuple[TopicPartition, _T]]] = {}
+    for tp, value in partitions.items():
+        by_topic.setdefault(tp.topic, []).append((tp, value))
+    return sorted(by_topic.items())
 
 
 class ReplicaFetcherManager:
@@ -371,8 +437,11 @@ class ReplicaFetcherManager:
         replica_manager: ReplicaManager,
         metrics: NoMetrics | None = None,
         security: ClientSecurity | None = None,
+        fetch_sessions: bool = True,
     ) -> None:
         self.broker_id = broker_id
+        # KIP-227 sessions with each leader (off: every fetch names every partition).
+        self.fetch_sessions = fetch_sessions
         self.security = security  # how to reach leaders on the inter-broker listener
         self.replica_manager = replica_manager
         self.metrics = metrics or NoMetrics()
@@ -398,7 +467,7 @@ class ReplicaFetcherManager:
 
     def remove_partitions(self, tps: set[TopicPartition]) -> None:
         for fetcher in self.fetchers.values():
-            fetcher.partitions -= tps
+            fetcher.remove(tps)
         for tp in tps:
             self.lags.pop(tp, None)
 

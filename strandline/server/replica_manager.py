@@ -33,10 +33,12 @@ from strandline.replication.follower import FollowerState, follower_high_waterma
 from strandline.replication.partition import Partition
 from strandline.replication.truncation import TruncationMode
 from strandline.server import clock
+from strandline.server.fetch_session import DEFAULT_CACHE_SLOTS, FetchSessionCache, session_key
 from strandline.server.purgatory import Purgatory
 from strandline.server.replication_throttle import ReplicationThrottle
 from strandline.state_change_log import StateChangeLog
 from strandline.storage.config import LogConfig
+from strandline.storage.file_region import Records
 from strandline.storage.log import AppendInfo, AppendOrigin, Log
 from strandline.storage.log_manager import LogManager
 from strandline.storage.producer_state import OutOfOrderSequenceError, UnknownProducerIdError
@@ -124,7 +126,7 @@ def _errno_of(exc: BaseException) -> int | None:
 class FetchResult(NamedTuple):
     # A tuple, not a frozen dataclass: one is built per partition of every fetch.
     tp: TopicPartition
-    records: bytes
+    records: Records  # a FileRegion of the segment file when read with as_region
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
@@ -143,6 +145,7 @@ class ReplicaManager:
         replica_lag_time_max_ms: int,
         isr_writer: IsrWriter | None = None,
         truncation_mode: TruncationMode = TruncationMode.KIP279,
+        fetch_session_slots: int = DEFAULT_CACHE_SLOTS,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -153,7 +156,13 @@ class ReplicaManager:
         self.truncation_mode = truncation_mode
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self.throttle = ReplicationThrottle(broker_id, log_config_for)
-        self.fetch_purgatory = Purgatory("Fetch")
+        self.fetch_sessions = FetchSessionCache(fetch_session_slots)
+        self.fetch_purgatory = Purgatory("Fetch", on_notify=self._touch_fetch_sessions)
+        # Each follower's current fetch session with us (one fetcher per leader).
+        self._follower_sessions: dict[int, int] = {}
+        # Led partitions whose ISR followers may be behind our LEO: the only ones the
+        # periodic ISR check looks at (an append puts a partition here).
+        self._replicating: set[TopicPartition] = set()
         self.produce_purgatory = Purgatory("Produce")
         self.controller_epoch = -1
         self._checkpoint_writers: ThreadPoolExecutor | None = None
@@ -192,6 +201,18 @@ class ReplicaManager:
         new_followers: dict[TopicPartition, BrokerInfo] = {}
         stopped: set[TopicPartition] = set()
         accepted: list[tuple[PartitionState, HostedPartition]] = []
+        # The logs this request creates are opened side by side first (a new topic of
+        # thousands of partitions: mkdir and file creates one after another took seconds).
+        created = self.log_manager.get_or_create_logs(
+            {
+                state.tp: self.log_config_for(state.tp.topic)
+                for state in states
+                if state.tp not in self.partitions
+                and self.broker_id in state.replicas
+                and self.log_manager.get_log(state.tp) is None
+            },
+            now_ms,
+        )
         for state in states:
             hosted = self.partitions.get(state.tp)
             error = leader_and_isr_state_error(
@@ -215,7 +236,10 @@ class ReplicaManager:
             retrying = self.unopened.pop(state.tp, None) is not None
             if hosted is None:
                 try:
-                    plog = self.log_manager.get_or_create_log(state.tp, config, now_ms)
+                    opened = created.get(state.tp)
+                    if isinstance(opened, StorageError):
+                        raise opened
+                    plog = opened or self.log_manager.get_or_create_log(state.tp, config, now_ms)
                 except StorageError as e:
                     # One partition's log dir refusing must not fail the whole request
                     # (a controller applying it locally would abort its event half-way):
@@ -275,14 +299,17 @@ class ReplicaManager:
     def retry_unopened(self, now_ms: int) -> None:
         """Apply again the LeaderAndIsr states whose log could not be created."""
         pending, self.unopened = self.unopened, {}
+        # One call per LeaderAndIsr they came in, not one per partition: each call reads
+        # the high-watermark checkpoint, and thousands may wait (issue 14).
+        batches: dict[tuple[int, tuple[BrokerInfo, ...]], list[PartitionState]] = {}
         for controller_epoch, state, live_leaders in pending.values():
-            if state.tp in self.partitions:
-                continue
-            results = self.become_leader_or_follower(
-                controller_epoch, [state], live_leaders, now_ms
-            )
-            if results.get(state.tp) == ErrorCode.none:
-                self.state_change_log.record("log-created-after-failure", tp=state.tp)
+            if state.tp not in self.partitions:
+                batches.setdefault((controller_epoch, live_leaders), []).append(state)
+        for (controller_epoch, live_leaders), states in batches.items():
+            results = self.become_leader_or_follower(controller_epoch, states, live_leaders, now_ms)
+            for state in states:
+                if results.get(state.tp) == ErrorCode.none:
+                    self.state_change_log.record("log-created-after-failure", tp=state.tp)
 
     def _start_leader_epochs(self, new_leaders: list[HostedPartition]) -> None:
         """A new leader starts its epoch at its log end (KIP-101), durably before it
@@ -330,6 +357,7 @@ class ReplicaManager:
             now_ms,
         )
         hosted.leader_state = leader_state
+        self._replicating.add(hosted.tp)  # its followers' positions are not known yet
 
     def _make_follower(self, hosted: HostedPartition) -> None:
         if hosted.leader_state is not None:
@@ -421,7 +449,11 @@ class ReplicaManager:
             log.info("produce to %s refused: %s", tp, e)
             raise
         self.on_storage_ok(hosted, now_ms)
-        self._on_high_watermark(hosted, leader_state.on_append(hosted.log.log_end_offset, now_ms))
+        advanced = leader_state.on_append(
+            hosted.log.log_end_offset, now_ms, self._session_fetch_times(hosted)
+        )
+        self._replicating.add(tp)
+        self._on_high_watermark(hosted, advanced)
         self.fetch_purgatory.notify(tp)
         return info
 
@@ -440,7 +472,7 @@ class ReplicaManager:
         except KafkaError as e:
             return e.code, None
 
-        def done() -> bool:
+        def done(_key: object) -> bool:
             return self.produce_completion(tp, info.last_offset) is not None
 
         await self.produce_purgatory.wait([tp], done, timeout_s)
@@ -485,6 +517,28 @@ class ReplicaManager:
             return ErrorCode.not_leader_or_follower
         return hosted.leader_state.produce_completion(last_offset, hosted.min_insync_replicas)
 
+    def _session_fetch_times(self, hosted: HostedPartition) -> dict[int, int] | None:
+        """When each follower's fetch session last asked for this partition."""
+        if not self._follower_sessions:
+            return None
+        times = {}
+        for broker_id in hosted.replicas:
+            session_id = self._follower_sessions.get(broker_id)
+            if session_id is not None:
+                fetched = self.fetch_sessions.last_fetch_ms(session_id, hosted.tp)
+                if fetched is not None:
+                    times[broker_id] = fetched
+        return times
+
+    def note_session_fetch(self, replica_id: int, session_id: int) -> None:
+        if replica_id >= 0:
+            self._follower_sessions[replica_id] = session_id
+
+    def _touch_fetch_sessions(self, key: object) -> None:
+        if isinstance(key, TopicPartition):
+            for session_id in self.fetch_sessions.touch(key):
+                self.fetch_purgatory.notify(session_key(session_id))
+
     def _on_high_watermark(self, hosted: HostedPartition, advanced: int | None) -> None:
         if advanced is not None:
             self.produce_purgatory.notify(hosted.tp)
@@ -506,10 +560,20 @@ class ReplicaManager:
             self._spawn_isr_write(hosted, tuple(sorted(outcome.isr_expand)), "expand")
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
-        """Periodic: followers not caught up within replica.lag.time.max.ms leave the ISR."""
-        for hosted in list(self.partitions.values()):
-            leader_state = hosted.leader_state
-            if leader_state is None or hosted.isr_write_in_flight:
+        """Periodic: followers not caught up within replica.lag.time.max.ms leave the ISR.
+
+        Only partitions appended to since their ISR was last seen caught up are looked
+        at: an idle partition whose followers are at its LEO cannot lag."""
+        for tp in list(self._replicating):
+            hosted = self.partitions.get(tp)
+            leader_state = hosted.leader_state if hosted is not None else None
+            if hosted is None or leader_state is None:
+                self._replicating.discard(tp)
+                continue
+            if leader_state.isr_followers_caught_up():
+                self._replicating.discard(tp)
+                continue
+            if hosted.isr_write_in_flight:
                 continue
             proposal = leader_state.isr_shrink_proposal(now_ms)
             if proposal is not None:
@@ -551,6 +615,7 @@ class ReplicaManager:
             return
         hosted.zk_version = version
         advanced = hosted.leader_state.apply_isr(frozenset(new_isr), clock.now_ms())
+        self._replicating.add(hosted.tp)
         self.state_change_log.record(
             f"isr-{why}",
             tp=hosted.tp,
@@ -649,7 +714,10 @@ class ReplicaManager:
         min_one_batch: bool = True,
         current_leader_epoch: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
+        as_region: bool = False,
     ) -> FetchResult:
+        """`as_region`: the records as a FileRegion of the segment file (or b"" when
+        none), for a response sent with sendfile; the same batches as bytes otherwise."""
         if replica_id == DEBUGGING_REPLICA_ID:
             hosted = self.get_partition(tp)
         else:
@@ -669,10 +737,11 @@ class ReplicaManager:
                 f"{tp}: fetch offset {fetch_offset} outside "
                 f"[{plog.log_start_offset}, {plog.log_end_offset}]"
             )
-        data = b""
+        data: Records = b""
         aborted: list[AbortedTxn] | None = None
         if fetch_offset < upper:
-            got = plog.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
+            read = plog.read_region if as_region else plog.read
+            got = read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
             data = got.records
             if read_committed and data:
                 aborted = plog.collect_aborted_transactions(fetch_offset, got.next_offset)

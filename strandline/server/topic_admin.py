@@ -135,7 +135,7 @@ class TopicAdmin:
                 raise InvalidRequestError(f"partition {p}: unknown brokers {sorted(unknown)}")
 
     async def _await_partitions(self, name: str, count: int, timeout_s: float) -> None:
-        def ready() -> bool:
+        def ready(_key: object) -> bool:
             parts = self.metadata_cache.topics.get(name, {})
             return len(parts) >= count and all(p.leader >= 0 for p in parts.values())
 
@@ -148,7 +148,7 @@ class TopicAdmin:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         await asyncio.to_thread(self.zk.mark_topic_for_deletion, name)
         await self.metadata_purgatory.wait(
-            [name], lambda: not self.metadata_cache.has_topic(name), timeout_s
+            [name], lambda _key: not self.metadata_cache.has_topic(name), timeout_s
         )
 
     async def create_partitions(

@@ -47,7 +47,19 @@ class _SparseIndex:
         self.max_entries = max(1, max_entries)
         self.keys: array[int] = array(self.KEY_TYPE)
         self.values: array[int] = array(self.VALUE_TYPE)
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # The file is created now but opened only when first written (Kafka's LazyIndex):
+        # entries are read from memory, and 10,000 partitions holding two index files
+        # open each would need 30,000 descriptors with their segments (issue 14).
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        self._fd = -1
+        self._closed = False
+
+    @property
+    def fd(self) -> int:
+        """The open file, opened on first use; -1 once closed (never reopened)."""
+        if self._fd < 0 and not self._closed:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -57,11 +69,16 @@ class _SparseIndex:
         return len(self.keys) >= self.max_entries
 
     def load(self) -> None:
-        """Read the file; raises IndexCorruptError when it cannot be trusted."""
-        size = os.fstat(self.fd).st_size
-        if size % self.ENTRY.size:
-            raise IndexCorruptError(f"{self.path} size {size} is not a multiple of an entry")
-        data = os.pread(self.fd, size, 0)
+        """Read the file; raises IndexCorruptError when it cannot be trusted. Reading
+        does not keep the file open (a broker loads every index at start-up)."""
+        if self._fd >= 0 or self._closed:
+            data = self._read_all(self.fd)
+        else:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                data = self._read_all(fd)
+            finally:
+                os.close(fd)
         keys: array[int] = array(self.KEY_TYPE)
         values: array[int] = array(self.VALUE_TYPE)
         for key, value in self.ENTRY.iter_unpack(data):
@@ -70,6 +87,12 @@ class _SparseIndex:
         self.keys, self.values = keys, values
         for i, problem in self.ordering_problems(keys, values):
             raise IndexCorruptError(f"{self.path} entry {i} {problem}")
+
+    def _read_all(self, fd: int) -> bytes:
+        size = os.fstat(fd).st_size
+        if size % self.ENTRY.size:
+            raise IndexCorruptError(f"{self.path} size {size} is not a multiple of an entry")
+        return os.pread(fd, size, 0)
 
     @classmethod
     def decode(cls, data: bytes) -> list[tuple[int, int]]:
@@ -104,21 +127,30 @@ class _SparseIndex:
     def truncate_entries(self, count: int) -> None:
         del self.keys[count:]
         del self.values[count:]
-        os.ftruncate(self.fd, count * self.ENTRY.size)
+        self._truncate(count * self.ENTRY.size)
+
+    def _truncate(self, size: int) -> None:
+        if self._fd < 0 and not self._closed:
+            os.truncate(self.path, size)  # not open yet: no need to keep it open after
+        else:
+            os.ftruncate(self.fd, size)
 
     def reset(self, writer: Writer, entries: Sequence[tuple[int, int]]) -> None:
-        os.ftruncate(self.fd, 0)
+        # Recovery resets every index it checks: an empty one must not stay open.
+        self._truncate(0)
         self.keys = array(self.KEY_TYPE)
         self.values = array(self.VALUE_TYPE)
         self.append_entries(writer, entries)
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        if self._fd >= 0 or self._closed:  # never opened: nothing written to sync
+            os.fsync(self.fd)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._closed = True
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def delete(self) -> None:
         self.close()

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from strandline.errors import InvalidRecordError, OffsetOutOfRangeError, StorageError
 from strandline.protocol.control_batch import EndTransactionMarker, NotAMarkerError, read_marker
@@ -47,8 +48,9 @@ from strandline.protocol.record_batch import (
 from strandline.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir, write_atomically
 from strandline.storage.cleaner import CleanedSegment, CleaningPlan, SegmentToClean
 from strandline.storage.cleaner import clean as clean_segments
-from strandline.storage.config import LogConfig
+from strandline.storage.config import LONG_MAX, LogConfig
 from strandline.storage.disk import DEFAULT_WRITER
+from strandline.storage.file_region import MIN_REGION_BYTES, Records
 from strandline.storage.index import Writer
 from strandline.storage.leader_epoch_cache import (
     LeaderEpochCache,
@@ -68,7 +70,7 @@ from strandline.storage.producer_state import (
     raise_for_refusal,
     snapshot_file_name,
 )
-from strandline.storage.segment import LOG_SUFFIX, LogSegment
+from strandline.storage.segment import LOG_SUFFIX, LogSegment, SegmentRead
 from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
 
@@ -76,6 +78,8 @@ logger = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
+R = TypeVar("R", bound=Records, covariant=True)
+T = TypeVar("T", bound=Records)
 # Leftovers of an interrupted write, rename or delete: never part of the log.
 _STALE_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
 
@@ -106,10 +110,10 @@ class AppendInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchSlice:
-    """Whole batches read from one segment, as file bytes."""
+class FetchSlice(Generic[R]):
+    """Whole batches read from one segment, as file bytes (or a region of the file)."""
 
-    records: bytes
+    records: R
     first_offset: int  # baseOffset of the first batch (may be below the requested offset)
     next_offset: int  # offset after the last batch returned
     log_start_offset: int
@@ -138,6 +142,10 @@ class Log:
         self.last_flush_ms = now_ms
         # Told each flush's duration in seconds (the broker's LogFlushRateAndTimeMs).
         self.on_flushed: Callable[[float], None] | None = None
+        # Told when this log, having had no timed work (segment.ms roll, flush.ms), gets
+        # some: the LogManager then schedules it, and leaves idle logs alone.
+        self.on_timer_armed: Callable[[Log], None] | None = None
+        self.timer_armed = False
         # Below it the cleaner has already compacted (kept in memory: see storage.cleaner).
         self.first_dirty_offset = 0
         self.closed = False
@@ -292,18 +300,27 @@ class Log:
     def _load_leader_epoch_cache(self) -> None:
         path = self._epoch_checkpoint_path
         entries = []
+        readable = True
         try:
             entries = parse_checkpoint(path.read_text())
         except FileNotFoundError:
-            pass
+            # A new log (or one that crashed before its first checkpoint): no entries.
+            # Kafka creates the file empty, unsynced: "no entries" needs no fsync, since
+            # a torn or missing copy of it reads back as no entries too. Two fsyncs per
+            # new partition were most of a large topic's creation time (issue 14).
+            cache = LeaderEpochCache()
+            self.leader_epoch_cache = cache
+            _create_empty_file(path, render_checkpoint(cache.entries))
+            return
         except ValueError as exc:
             logger.warning("ignoring unreadable leader-epoch-checkpoint of %s: %s", self.tp, exc)
+            readable = False
         cache = LeaderEpochCache(entries)
         before = cache.entries
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
         self.leader_epoch_cache = cache
-        if cache.entries != before or not path.exists():
+        if cache.entries != before or not readable:
             self._write_epoch_checkpoint(cache)
 
     def _write_epoch_checkpoint(self, cache: LeaderEpochCache) -> None:
@@ -343,6 +360,25 @@ class Log:
         self.config = config
         for segment in self.segments:
             segment.index_interval_bytes = config.index_interval_bytes
+        self._arm_timer(force=True)  # a shorter segment.ms or flush.ms is due sooner
+
+    def next_timer_due_ms(self) -> int | None:
+        """When `maybe_roll` or `maybe_flush` next has work, or None while they have none
+        (an empty active segment and nothing unflushed): then only an append gives some."""
+        due: int | None = None
+        segment = self.active_segment
+        if not segment.is_empty:
+            jitter = segment.base_offset % (self.config.segment_jitter_ms + 1)
+            due = segment.rolling_based_timestamp + self.config.segment_ms - jitter + 1
+        if self.recovery_point < self.log_end_offset and self.config.flush_ms < LONG_MAX:
+            flush_due = self.last_flush_ms + self.config.flush_ms
+            due = flush_due if due is None else min(due, flush_due)
+        return due
+
+    def _arm_timer(self, force: bool = False) -> None:
+        if (force or not self.timer_armed) and self.on_timer_armed is not None:
+            self.timer_armed = True
+            self.on_timer_armed(self)
 
     # ================================================================== appending
 
@@ -486,6 +522,8 @@ class Log:
         self.unflushed_messages += record_count
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush(now_ms)
+        if not self.timer_armed:
+            self._arm_timer()
 
     # ================================================================== producer state
 
@@ -805,7 +843,38 @@ class Log:
         max_bytes: int,
         max_offset: int | None = None,
         min_one_batch: bool = True,
-    ) -> FetchSlice:
+    ) -> FetchSlice[bytes]:
+        return self._read(LogSegment.read, b"", start_offset, max_bytes, max_offset, min_one_batch)
+
+    def read_region(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+        min_region_bytes: int = MIN_REGION_BYTES,
+    ) -> FetchSlice[Records]:
+        """What `read` returns, the records as a FileRegion of the segment's file when
+        there are at least `min_region_bytes` of them (bytes otherwise, b"" for none):
+        for the zero-copy send of a fetch response."""
+        return self._read(
+            partial(LogSegment.read_region, min_region_bytes=min_region_bytes),
+            b"",
+            start_offset,
+            max_bytes,
+            max_offset,
+            min_one_batch,
+        )
+
+    def _read(
+        self,
+        read_segment: Callable[[LogSegment, int, int, int | None, bool], SegmentRead[T] | None],
+        empty: T,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one_batch: bool,
+    ) -> FetchSlice[T]:
         self._check_open()
         leo = self.log_end_offset
         if start_offset < self.log_start_offset or start_offset > leo:
@@ -819,7 +888,7 @@ class Log:
                 if max_offset is not None and offset >= max_offset:
                     break
                 if offset < segment.next_offset:
-                    got = segment.read(offset, max_bytes, max_offset, min_one_batch)
+                    got = read_segment(segment, offset, max_bytes, max_offset, min_one_batch)
                     if got is not None:
                         return FetchSlice(
                             got.records,
@@ -832,7 +901,7 @@ class Log:
                 offset = max(offset, segment.next_offset)
         except OSError as exc:
             raise StorageError(f"read from {self.tp} failed: {exc}") from exc
-        return FetchSlice(b"", start_offset, start_offset, self.log_start_offset, leo)
+        return FetchSlice(empty, start_offset, start_offset, self.log_start_offset, leo)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`."""
@@ -1185,3 +1254,13 @@ def _write_bytes_atomically(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def _create_empty_file(path: Path, text: str) -> None:
+    """Write `text` (content meaning "nothing recorded") without the fsyncs of an atomic
+    replace: a crash can only leave it missing or torn, and both read as nothing."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)

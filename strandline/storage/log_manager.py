@@ -7,11 +7,14 @@ shutdown, `.kafka_cleanshutdown` (which lets the next start skip deep validation
 
 from __future__ import annotations
 
+import heapq
 import logging
 import re
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from strandline.errors import StorageError
 from strandline.storage.checkpoint import (
@@ -30,12 +33,20 @@ from strandline.storage.log import Log
 from strandline.types import TopicPartition
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 # Kafka renames a log dir to `<topic>-<p>.<uuid>-delete` before removing it.
 _DELETED_DIR_SUFFIX = "-delete"
+# Logs opened side by side at start-up and for a LeaderAndIsr that creates many
+# (Kafka's num.recovery.threads.per.data.dir). Opening is mostly mkdir/open/fsync
+# system calls, which release the GIL: with 10,000 partitions one thread spends
+# seconds waiting on the disk (issue 14).
+DEFAULT_OPEN_THREADS = 8
+# Fewer logs than this are opened on the calling thread (a pool costs more).
+_PARALLEL_OPEN_MIN = 8
 
 
 class InconsistentBrokerIdError(StorageError):
@@ -63,6 +74,7 @@ class LogManager:
         recovery_point_checkpoint_interval_ms: int = 60_000,  # log.flush.offset.checkpoint...
         start_offset_checkpoint_interval_ms: int = 60_000,  # log.flush.start.offset.checkpoint...
         on_flushed: Callable[[float], None] | None = None,
+        open_threads: int = DEFAULT_OPEN_THREADS,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -75,7 +87,17 @@ class LogManager:
         self.start_offset_checkpoint_interval_ms = start_offset_checkpoint_interval_ms
         self.on_flushed = on_flushed
         self._logs: dict[TopicPartition, Log] = {}
+        # Timed work (segment.ms rolls, flush.ms): each scheduled log's due time, and a
+        # heap of (due, tp) whose entries not matching `_due` are stale and skipped.
+        self._due: dict[TopicPartition, int] = {}
+        # What each checkpoint file was last written with.
+        self._written: dict[Path, dict[TopicPartition, int]] = {}
+        self._timers: list[tuple[int, TopicPartition]] = []
         self._dir_of: dict[TopicPartition, Path] = {}
+        # Logs per dir, kept up to date: choosing a dir for a new log must not count
+        # every log (quadratic when a LeaderAndIsr creates thousands).
+        self._dir_counts: dict[Path, int] = {d: 0 for d in self.log_dirs}
+        self.open_threads = max(1, open_threads)
         self._last_retention_ms: int | None = None
         self._last_recovery_checkpoint_ms: int | None = None
         self._last_start_checkpoint_ms: int | None = None
@@ -105,12 +127,14 @@ class LogManager:
     # ------------------------------------------------------------------ startup
 
     def load_all(self, now_ms: int, topic_configs: Callable[[str], LogConfig]) -> None:
-        """Open every partition dir; recover what was not flushed before a crash."""
+        """Open every partition dir; recover what was not flushed before a crash. Logs
+        are opened by `open_threads` threads side by side (Kafka's recovery threads)."""
         for log_dir in self.log_dirs:
             clean_marker = log_dir / CLEAN_SHUTDOWN_FILE
             clean = clean_marker.exists()
             recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            found: list[tuple[Path, TopicPartition]] = []
             for child in sorted(log_dir.iterdir()):
                 if not child.is_dir():
                     continue
@@ -122,7 +146,16 @@ class LogManager:
                     continue
                 if tp in self._logs:
                     raise StorageError(f"{tp} exists in both {self._dir_of[tp]} and {log_dir}")
-                log = Log.open(
+                found.append((child, tp))
+
+            def open_one(
+                entry: tuple[Path, TopicPartition],
+                clean: bool = clean,
+                recovery_points: dict[TopicPartition, int] = recovery_points,
+                start_offsets: dict[TopicPartition, int] = start_offsets,
+            ) -> Log:
+                child, tp = entry
+                return Log.open(
                     child,
                     tp,
                     topic_configs(tp.topic),
@@ -132,14 +165,57 @@ class LogManager:
                     clean_shutdown=clean,
                     writer=self.writer,
                 )
-                log.on_flushed = self.on_flushed
-                self._logs[tp] = log
-                self._dir_of[tp] = log_dir
+
+            for (_child, tp), opened in zip(found, self._map(open_one, found), strict=True):
+                if isinstance(opened, BaseException):
+                    raise opened
+                self._add(tp, opened, log_dir)
             # From here on a crash must not look clean.
             clean_marker.unlink(missing_ok=True)
         logger.info("loaded %d logs (clean shutdown markers honoured)", len(self._logs))
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
+
+    def _map(self, fn: Callable[[_T], Log], items: list[_T]) -> list[Log | BaseException]:
+        """`fn` over `items`, on `open_threads` threads when there are many; each item's
+        Log or the exception it raised, in order."""
+
+        def guarded(item: _T) -> Log | BaseException:
+            try:
+                return fn(item)
+            except Exception as exc:  # noqa: BLE001 - handed back per item
+                return exc
+
+        if len(items) < _PARALLEL_OPEN_MIN or self.open_threads == 1:
+            return [guarded(item) for item in items]
+        with ThreadPoolExecutor(
+            min(self.open_threads, len(items)), thread_name_prefix="log-open"
+        ) as pool:
+            return list(pool.map(guarded, items))
+
+    def _add(self, tp: TopicPartition, log: Log, log_dir: Path) -> None:
+        log.on_flushed = self.on_flushed
+        log.on_timer_armed = self._schedule
+        self._logs[tp] = log
+        self._dir_of[tp] = log_dir
+        self._dir_counts[log_dir] += 1
+        self._schedule(log)
+
+    def scheduled(self) -> dict[TopicPartition, int]:
+        """The logs with timed work ahead (segment.ms, flush.ms), and when it is due."""
+        return dict(self._due)
+
+    def _schedule(self, log: Log) -> None:
+        """Put `log` on the timer at its next due time, or take it off (no timed work)."""
+        due = log.next_timer_due_ms()
+        if due is None:
+            log.timer_armed = False
+            self._due.pop(log.tp, None)
+            return
+        log.timer_armed = True
+        if self._due.get(log.tp, due + 1) > due:
+            self._due[log.tp] = due
+            heapq.heappush(self._timers, (due, log.tp))
 
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -159,33 +235,55 @@ class LogManager:
         return dict(self._logs)
 
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig, now_ms: int) -> Log:
-        log = self._logs.get(tp)
-        if log is not None:
-            return log
-        log_dir = self._least_loaded_dir()
-        log = Log.open(
-            log_dir / tp.dir_name,
-            tp,
-            config,
-            recovery_point=0,
-            log_start_offset=0,
-            now_ms=now_ms,
-            writer=self.writer,
-        )
-        log.on_flushed = self.on_flushed
-        self._logs[tp] = log
-        self._dir_of[tp] = log_dir
-        return log
+        result = self.get_or_create_logs({tp: config}, now_ms)[tp]
+        if isinstance(result, StorageError):
+            raise result
+        return result
 
-    def _least_loaded_dir(self) -> Path:
-        counts = {d: 0 for d in self.log_dirs}
-        for log_dir in self._dir_of.values():
-            counts[log_dir] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+    def get_or_create_logs(
+        self, wanted: dict[TopicPartition, LogConfig], now_ms: int
+    ) -> dict[TopicPartition, Log | StorageError]:
+        """The log of every partition in `wanted`, created (in the least loaded dir) if
+        missing; new logs are opened side by side on `open_threads` threads. A log that
+        could not be created gets its StorageError, the others are unaffected."""
+        results: dict[TopicPartition, Log | StorageError] = {}
+        missing: list[tuple[TopicPartition, LogConfig, Path]] = []
+        planned: dict[Path, int] = dict(self._dir_counts)
+        for tp, config in wanted.items():
+            log = self._logs.get(tp)
+            if log is not None:
+                results[tp] = log
+                continue
+            log_dir = min(self.log_dirs, key=lambda d: planned[d])
+            planned[log_dir] += 1
+            missing.append((tp, config, log_dir))
+
+        def create(entry: tuple[TopicPartition, LogConfig, Path]) -> Log:
+            tp, config, log_dir = entry
+            return Log.open(
+                log_dir / tp.dir_name,
+                tp,
+                config,
+                recovery_point=0,
+                log_start_offset=0,
+                now_ms=now_ms,
+                writer=self.writer,
+            )
+
+        for (tp, _config, log_dir), opened in zip(missing, self._map(create, missing), strict=True):
+            if isinstance(opened, StorageError):
+                results[tp] = opened
+            elif isinstance(opened, BaseException):
+                raise opened
+            else:
+                self._add(tp, opened, log_dir)
+                results[tp] = opened
+        return results
 
     def delete_log(self, tp: TopicPartition) -> None:
         log = self._logs.pop(tp, None)
         self._dir_of.pop(tp, None)
+        self._due.pop(tp, None)
         if log is not None:
             log.delete()
 
@@ -238,30 +336,50 @@ class LogManager:
             hws.update(self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT))
         return hws
 
-    @staticmethod
-    def _write(path: Path, offsets: dict[TopicPartition, int]) -> None:
+    def _write(self, path: Path, offsets: dict[TopicPartition, int]) -> None:
+        # Unchanged since the last write (idle partitions): the file already says it.
+        if self._written.get(path) == offsets:
+            return
         try:
             write_offsets(path, offsets)
         except OSError as exc:
             raise StorageError(f"cannot write {path}: {exc}") from exc
+        self._written[path] = offsets
 
     # ------------------------------------------------------------------ periodic work
 
     def tick(self, now_ms: int) -> None:
         """flush.ms, segment.ms rolls, retention and checkpoints, each on its own interval.
 
+        Rolls and flushes look only at the logs due by now (a heap of due times kept by
+        `_schedule`): idle logs cost nothing here. Retention looks at every log, once per
+        log.retention.check.interval.ms, as Kafka's does.
         A log whose directory fails is logged and skipped so the others keep working.
         """
-        retention_due = _due(self._last_retention_ms, self.retention_check_interval_ms, now_ms)
-        for tp, log in list(self._logs.items()):
+        while self._timers and self._timers[0][0] <= now_ms:
+            due, tp = heapq.heappop(self._timers)
+            if self._due.get(tp) != due:
+                continue  # rescheduled: another entry stands for it
+            del self._due[tp]
+            log = self._logs.get(tp)
+            if log is None:
+                continue
             try:
                 log.maybe_flush(now_ms)
                 log.maybe_roll(now_ms)
-                if retention_due:
-                    log.apply_retention(now_ms)
             except StorageError as exc:
                 logger.error("periodic work on %s failed: %s", tp, exc)
-        if retention_due:
+                # Try again at the next tick rather than never.
+                self._due[tp] = now_ms + 1
+                heapq.heappush(self._timers, (now_ms + 1, tp))
+                continue
+            self._schedule(log)
+        if _due(self._last_retention_ms, self.retention_check_interval_ms, now_ms):
+            for tp, log in list(self._logs.items()):
+                try:
+                    log.apply_retention(now_ms)
+                except StorageError as exc:
+                    logger.error("retention of %s failed: %s", tp, exc)
             self._last_retention_ms = now_ms
         try:
             if _due(

@@ -8,11 +8,13 @@ bodies are touched only to answer a timestamp lookup.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from strandline.errors import CorruptRecordError
 from strandline.protocol.control_batch import EndTransactionMarker, NotAMarkerError, read_marker
@@ -26,6 +28,7 @@ from strandline.protocol.record_batch import (
     first_record_at_or_after,
     read_header,
 )
+from strandline.storage.file_region import MIN_REGION_BYTES, FileRegion, Records
 from strandline.storage.index import OffsetIndex, TimeIndex, Writer, write_fully
 from strandline.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -41,7 +44,10 @@ _I32 = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
 _LAST_OFFSET_DELTA_END = 27
 _LOCATE_CHUNK = 64 * 1024
+_WALK_CHUNK = 8 * 1024
 _MAX_HINTS = 256
+
+R = TypeVar("R", bound=bytes | FileRegion, covariant=True)
 
 
 def _header_only(buf: bytes, i: int, position: int) -> BatchHeader:
@@ -57,8 +63,8 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class SegmentRead:
-    records: bytes
+class SegmentRead(Generic[R]):
+    records: R  # bytes, or a FileRegion of the segment's file (`read_region`)
     first_offset: int  # baseOffset of the first batch returned
     next_offset: int  # offset after the last batch returned
 
@@ -391,47 +397,122 @@ class LogSegment:
 
     def read(
         self, start_offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
-    ) -> SegmentRead | None:
+    ) -> SegmentRead[bytes] | None:
         """Whole batches from the one holding `start_offset`, stopping before `max_offset`."""
         position = self.locate(start_offset)
         if position is None:
             return None
-        window = os.pread(self.fd, min(max(max_bytes, HEADER_SIZE), self.size - position), position)
+        found = self._extent(position, max_bytes, max_offset, min_one_batch, whole_window=True)
+        if found is None:
+            return None
+        end, first_offset, next_offset, window = found
+        if end <= len(window):
+            records = window if end == len(window) else window[:end]
+        else:
+            # KIP-74: the first batch goes out whole even when it is over max_bytes.
+            records = os.pread(self.fd, end, position)
+        return SegmentRead(records, first_offset, next_offset)
+
+    def read_region(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one_batch: bool,
+        min_region_bytes: int = MIN_REGION_BYTES,
+    ) -> SegmentRead[Records] | None:
+        """The batches `read` would return, as a region of the file instead of bytes: only
+        batch headers are read here, the records go from the page cache to the socket.
+
+        Fewer than `min_region_bytes` come back as bytes: their copy is cheaper than a
+        sendfile, and a descriptor per small partition read would pile up in a fetch of
+        thousands of partitions. So does a read when no descriptor is left (EMFILE)."""
+        position = self.locate(start_offset)
+        if position is None:
+            return None
+        found = self._extent(position, max_bytes, max_offset, min_one_batch, whole_window=False)
+        if found is None:
+            return None
+        end, first_offset, next_offset, buf = found
+        records: Records
+        if end < min_region_bytes:
+            # Usually already read: the header walk's first chunk holds them.
+            records = buf[:end] if len(buf) >= end else os.pread(self.fd, end, position)
+        else:
+            try:
+                records = FileRegion.of(self.fd, position, end)
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+                records = os.pread(self.fd, end, position)
+        return SegmentRead(records, first_offset, next_offset)
+
+    def _extent(
+        self,
+        position: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one_batch: bool,
+        *,
+        whole_window: bool,
+    ) -> tuple[int, int, int, bytes] | None:
+        """How many bytes of whole batches from file position `position` a read returns:
+        (size, first batch's base offset, offset after the last batch, bytes read).
+
+        Batches stop before `max_offset` and within `max_bytes`, except that with
+        `min_one_batch` the first batch counts whole even when larger (KIP-74). With
+        `whole_window` the window (up to max_bytes) is read in one pread and returned, so
+        `read` slices its records out of it; otherwise headers are read in small chunks
+        and the returned bytes are only the last chunk (not records).
+        """
+        limit = min(max(max_bytes, HEADER_SIZE), self.size - position)
+        # Without the window: a first chunk that holds a small read whole (returned as
+        # bytes), then header-sized reads: past an index entry only a few batches
+        # (index.interval.bytes) are walked, and large batches need one header each.
+        chunk = limit if whole_window else min(limit, _LOCATE_CHUNK)
+        again = limit if whole_window else _WALK_CHUNK
+        buf = os.pread(self.fd, chunk, position)
+        at = 0  # window position of buf[0]
         unpack_head = _OFFSET_AND_LENGTH.unpack_from
         unpack_i32 = _I32.unpack_from
-        first_offset, first_length = unpack_head(window, 0)
+        first_offset, first_length = unpack_head(buf, 0)
         if max_offset is not None and first_offset >= max_offset:
             return None
         end = 0
         next_offset = first_offset
-        jump = self._index_jump(position, position + len(window), max_offset)
+        jump = self._index_jump(position, position + limit, max_offset)
         if jump > position:
             # Every batch before an index entry inside the window is whole and below
             # max_offset: skip walking their headers.
             end = jump - position
-            next_offset = unpack_head(window, end)[0]
-        while end + _LAST_OFFSET_DELTA_END <= len(window):
-            base_offset, batch_length = unpack_head(window, end)
+            if end + _LAST_OFFSET_DELTA_END > at + len(buf):
+                buf, at = os.pread(self.fd, min(again, limit - end), position + end), end
+            next_offset = unpack_head(buf, end - at)[0]
+        while end + _LAST_OFFSET_DELTA_END <= limit:
+            if end + _LAST_OFFSET_DELTA_END > at + len(buf):
+                buf, at = os.pread(self.fd, min(again, limit - end), position + end), end
+            i = end - at
+            base_offset, batch_length = unpack_head(buf, i)
             size = LOG_OVERHEAD + batch_length
-            if end + size > len(window) or end + size > max_bytes:
+            if end + size > limit or end + size > max_bytes:
                 break
             if max_offset is not None and base_offset >= max_offset:
                 break
-            next_offset = base_offset + unpack_i32(window, end + _LAST_OFFSET_DELTA_AT)[0] + 1
+            if batch_length < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(f"bad batch length at position {position + end}")
+            next_offset = base_offset + unpack_i32(buf, i + _LAST_OFFSET_DELTA_AT)[0] + 1
             end += size
         if end == 0:
             if not min_one_batch:
                 return None
-            # KIP-74: the first batch goes out whole even when it is over max_bytes.
-            first_size = LOG_OVERHEAD + first_length
-            records = os.pread(self.fd, first_size, position)
-            last_delta = unpack_i32(records, _LAST_OFFSET_DELTA_AT)[0]
-            end, next_offset = first_size, first_offset + last_delta + 1
-        else:
-            records = window if end == len(window) else window[:end]
+            # KIP-74: the first batch goes out whole even when it is over max_bytes (its
+            # header is in the first chunk: nothing was walked, so nothing re-read).
+            last_delta = unpack_i32(buf, _LAST_OFFSET_DELTA_AT)[0]
+            end, next_offset = LOG_OVERHEAD + first_length, first_offset + last_delta + 1
         if position + end < self.size:
             self._remember(next_offset, position + end)
-        return SegmentRead(records, first_offset, next_offset)
+        # `buf` is returned only while it starts at `position` (the window, or a first chunk).
+        return end, first_offset, next_offset, buf if at == 0 else b""
 
     def _index_jump(self, start: int, limit: int, max_offset: int | None) -> int:
         """The last indexed batch position in [start, limit] whose batch ends below max_offset."""

@@ -33,3 +33,46 @@ def test_a_local_failure_becomes_an_answer_not_an_exception() -> None:
     asyncio.run(send_both())
     assert broker.calls == 2
     assert answers == [ErrorCode.kafka_storage_error]
+
+
+class SlowBroker:
+    """Applies requests one at a time, slowly, and remembers their order."""
+
+    def __init__(self) -> None:
+        self.applied: list[object] = []
+
+    async def apply_controller_request(self, request: object) -> object:
+        await asyncio.sleep(0.01)
+        if request == "bad":
+            raise StorageError("disk gone")
+        self.applied.append(request)
+        return None
+
+
+def test_queued_local_requests_do_not_hold_the_controller_up() -> None:
+    """With `queue_local` (the broker's channel) a controller event only queues its
+    requests to the local broker, as to a remote one: it no longer waits for this broker
+    to apply a LeaderAndIsr of 10,000 partitions (issue 14). Order is kept, a failure
+    is answered as an error code, and the ones after it are still applied."""
+    broker = SlowBroker()
+    channel = ControllerChannel(1, broker, remote=None, queue_local=True)
+    answers: list[ErrorCode] = []
+
+    async def scenario() -> None:
+        for request in ("a", "bad", "b", "c"):
+            await channel._send(1, request, answers.append)  # type: ignore[arg-type]
+        assert broker.applied == []  # queued, not applied yet
+        await channel.idle()
+        assert broker.applied == ["a", "b", "c"]
+        assert answers == [
+            ErrorCode.none,
+            ErrorCode.kafka_storage_error,
+            ErrorCode.none,
+            ErrorCode.none,
+        ]
+        await channel._send(1, "d")  # type: ignore[arg-type]
+        await channel.close_local()  # stopping: what is still queued is dropped
+        await asyncio.sleep(0.05)
+        assert broker.applied == ["a", "b", "c"]
+
+    asyncio.run(scenario())

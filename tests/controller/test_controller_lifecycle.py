@@ -60,3 +60,34 @@ def test_requests_queued_when_the_controller_stops_are_refused(zk_connect: str) 
         asyncio.run(scenario(zk))
     finally:
         zk.close()
+
+
+def test_watch_events_already_waiting_are_not_queued_twice(zk_connect: str) -> None:
+    """Thousands of ISR change notifications (a broker rejoining every ISR after a
+    restart) fire the watch thousands of times: one event waiting in the queue covers
+    them all, since its procedure reads every notification when it runs. Requests
+    (ControlledShutdown) are never merged."""
+    from strandline.controller import effects as fx
+
+    async def scenario() -> None:
+        controller = Controller(
+            1,
+            ZkClient(zk_connect),  # never connected: nothing here runs a procedure
+            ControllerChannel(1, RecordingBroker(), None),
+            StateChangeLog(None, 1),
+            unclean_leader_election=lambda _topic: False,
+        )
+        for _ in range(100):
+            controller._enqueue(fx.IsrChangeNotification())
+            controller._enqueue(fx.PartitionModifications("a"))
+        controller._enqueue(fx.PartitionModifications("b"))
+        assert controller._events.qsize() == 3
+        first = controller._events.get_nowait()
+        controller._waiting.discard(first.event)  # as `_run` does when it takes one
+        controller._enqueue(fx.IsrChangeNotification())  # a change after it started
+        assert controller._events.qsize() == 3
+        for _ in range(2):
+            controller._enqueue(fx.ControlledShutdown(2, 0))
+        assert controller._events.qsize() == 5
+
+    asyncio.run(scenario())

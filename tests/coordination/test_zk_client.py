@@ -20,6 +20,7 @@ from strandline.coordination.errors import (
     TopicExistsError,
     ZkVersionConflictError,
 )
+from strandline.coordination.multi_read import multi_read_async
 from strandline.coordination.zk_client import ZkClient, on_loop, split_connect_string
 from strandline.coordination.znodes import LeaderAndIsr
 from strandline.coordination.zookeeper_server import ZooKeeperServer
@@ -284,3 +285,68 @@ def test_partition_states_of_a_missing_topic_fail_per_partition(zk: ZkClient) ->
     results = zk.create_partition_states({TopicPartition("nope", 0): LeaderAndIsr(1, 0, [1], 1)})
     assert isinstance(results[TopicPartition("nope", 0)], NoNodeError)
     assert zk.get_all_topics() == []
+
+
+def test_many_isr_change_notifications_and_brokers_read_pipelined(zk: ZkClient) -> None:
+    """A broker back in thousands of ISRs leaves as many notifications; the controller
+    reads them (and the live brokers) with pipelined reads, one round trip's latency."""
+    names = [zk.create_isr_change_notification([TopicPartition("n", p)]) for p in range(50)]
+    found = zk.get_isr_change_notifications()
+    assert sorted(found) == sorted(names)
+    assert {tp.partition for tps in found.values() for tp in tps} == set(range(50))
+    for broker_id in (3, 1, 2):
+        zk.register_broker(broker_id, "localhost", 9090 + broker_id)
+    live = zk.get_live_brokers()
+    assert list(live) == [1, 2, 3]
+    assert [r.port for r in live.values()] == [9091, 9092, 9093]
+    assert all(r.epoch > 0 for r in live.values())
+
+
+def test_partition_states_are_written_in_few_multi_ops(zk_connect: str) -> None:
+    """A 600-partition topic's states go in a few fenced multi-ops, not 600 requests
+    (issue 14): a multi is one ZooKeeper transaction, so its znodes share one zxid. A
+    multi that meets an existing znode is redone per partition: only that one fails."""
+    with ZkClient(zk_connect, session_timeout_ms=4000).connect() as zk:
+        assert zk.try_elect_controller(1) == 1
+        tps = [TopicPartition("wide", p) for p in range(600)]
+        zk.create_partition_state(tps[400], LeaderAndIsr(1, 0, (1, 2), 1))
+        created = zk.create_partition_states(
+            {tp: LeaderAndIsr(1, 0, (1, 2), 1) for tp in tps}, fence_controller_epoch=True
+        )
+        assert isinstance(created[tps[400]], ZkVersionConflictError)
+        assert all(created[tp] == 0 for tp in tps if tp != tps[400])
+        zxids = {zk.kazoo.exists(znodes.partition_state_path(tp)).czxid for tp in tps[:250]}
+        assert len(zxids) == 1  # the first 250 in one transaction
+
+        updates = {tp: (LeaderAndIsr(2, 1, (2, 1), 1), 0) for tp in tps}
+        updates[tps[300]] = (LeaderAndIsr(2, 1, (2, 1), 1), 5)  # stale: only it fails
+        written = zk.update_partition_states(updates, fence_controller_epoch=True)
+        assert isinstance(written[tps[300]], ZkVersionConflictError)
+        assert all(written[tp] == 1 for tp in tps if tp != tps[300])
+        zxids = {zk.kazoo.exists(znodes.partition_state_path(tp)).mzxid for tp in tps[:250]}
+        assert len(zxids) == 1
+        assert zk.get_partition_state(tps[599]) == (LeaderAndIsr(2, 1, (2, 1), 1), 1)
+
+        zk.controller_epoch_zk_version = 99  # as a controller that lost its election
+        fenced = zk.update_partition_states(
+            {tp: (LeaderAndIsr(3, 2, (3,), 1), 1) for tp in tps[:300]}, True
+        )
+        assert all(isinstance(r, ControllerMovedError) for r in fenced.values())
+        assert zk.get_partition_state(tps[0]) == (LeaderAndIsr(2, 1, (2, 1), 1), 1)
+
+
+def test_partition_states_read_with_multi_read(zk: ZkClient) -> None:
+    """A failover reads every state znode with multiRead (ZooKeeper 3.6+), a thousand
+    per request: missing znodes are left out, the others come back with their
+    zkVersion, through the client's chroot (issue 14)."""
+    tps = [TopicPartition("mr", p) for p in range(1500)]
+    zk.create_topic("mr", {tp.partition: [1, 2] for tp in tps})
+    zk.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), 1) for tp in tps[:1200]})
+    zk.update_partition_state(tps[7], LeaderAndIsr(2, 1, (2,), 1), 0)
+    answers = multi_read_async(zk.kazoo, [znodes.partition_state_path(tp) for tp in tps[:3]])
+    assert [len(chunk) for chunk, _result in answers] == [3]
+    states = zk.get_partition_states(tps)
+    assert zk._multi_read  # the server answered multiRead: no fallback happened
+    assert sorted(states) == tps[:1200]
+    assert states[tps[7]] == (LeaderAndIsr(2, 1, (2,), 1), 1)
+    assert states[tps[1199]] == (LeaderAndIsr(1, 0, (1, 2), 1), 0)

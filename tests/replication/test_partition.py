@@ -112,3 +112,28 @@ def test_consumers_read_below_the_hw_only() -> None:
     partition.remote_replicas.clear()
     partition.on_append(3, now_ms=1)
     assert partition.consumer_fetch_upper_bound() == partition.high_watermark == 3
+
+
+def test_an_idle_partition_fetched_through_a_session_is_not_shrunk_by_its_next_append() -> None:
+    # KIP-227: a follower at our LEO is not named in its session's fetches, so the
+    # leader learns of those fetches only when it appends (the session's last fetch).
+    partition = leader_with({0, 1, 2}, leo=5, hw=5, now=0)
+    partition.on_follower_fetch(F1, 5, now_ms=1)
+    partition.on_follower_fetch(F2, 5, now_ms=1)
+    idle_until = 10 * LAG
+    partition.on_append(6, now_ms=idle_until, session_fetch_ms={F1: idle_until - 50})
+    # F1's session fetched just before the append: caught up then, so still in sync.
+    # F2's fetcher said nothing since 1 ms: it lags by the whole idle period.
+    assert partition.isr_shrink_proposal(now_ms=idle_until + 1) == frozenset({0, 1})
+    assert partition.isr_followers_caught_up() is False
+    partition.on_follower_fetch(F1, 6, now_ms=idle_until + 2)
+    partition.on_follower_fetch(F2, 6, now_ms=idle_until + 2)
+    assert partition.isr_followers_caught_up() is True
+
+
+def test_a_session_fetch_from_before_the_follower_caught_up_changes_nothing() -> None:
+    partition = leader_with({0, 1}, leo=5, hw=0, now=0)
+    partition.remote_replicas.pop(F2)
+    partition.on_follower_fetch(F1, 3, now_ms=1)  # behind the LEO
+    partition.on_append(6, now_ms=5 * LAG, session_fetch_ms={F1: 5 * LAG - 1})
+    assert partition.isr_shrink_proposal(now_ms=5 * LAG) == frozenset({0})

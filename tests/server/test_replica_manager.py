@@ -81,7 +81,7 @@ def test_a_partition_error_holds_only_that_partition_back_for_the_back_off(
     async def ready_sets() -> tuple[set[TopicPartition], set[TopicPartition]]:
         fetcher = ReplicaFetcher(ReplicaFetcherManager(1, rm), BrokerInfo(2, "127.0.0.1", 1, None))
         await fetcher.stop()  # drive it by hand: no connection to broker 2
-        fetcher.partitions |= set(TPS[:2])
+        fetcher.add(set(TPS[:2]))
         fetcher._on_partition_error(TPS[0], ErrorCode.not_leader_or_follower, 5)
         now = time.monotonic()
         return set(fetcher._ready(now)), set(fetcher._ready(now + 2 * BACKOFF_S))

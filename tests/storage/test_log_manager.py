@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from strandline.errors import StorageError
 from strandline.storage.config import LogConfig
+from strandline.storage.log import Log
 from strandline.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     InconsistentBrokerIdError,
@@ -148,3 +151,96 @@ def test_a_deleted_log_is_renamed_before_removal(tmp_path: Path) -> None:
     assert renamed[0].startswith("alpha-0.") and renamed[0].endswith("-delete")
     assert parse_partition_dir(renamed[0]) is None
     assert not any(p.is_dir() for p in tmp_path.iterdir())
+
+
+def test_only_logs_with_timed_work_are_scheduled_and_rolled_when_due(tmp_path: Path) -> None:
+    mgr = manager([tmp_path])
+    config = LogConfig(segment_ms=1_000)
+    idle = mgr.get_or_create_log(A1, config, 0)
+    busy = mgr.get_or_create_log(A0, config, 0)
+    assert mgr.scheduled() == {}, "empty logs have no timed work"
+    busy.append_as_leader(build_batch([b"x"], timestamps=[500]), 0, 500)
+    # Due once segment.ms has passed since the segment's first record.
+    assert mgr.scheduled() == {A0: 1_501}
+    mgr.tick(now_ms=1_000)
+    assert busy.num_segments == 1
+    mgr.tick(now_ms=1_501)
+    assert busy.num_segments == 2 and idle.num_segments == 1
+    assert mgr.scheduled() == {}, "a fresh empty active segment waits for an append"
+    busy.append_as_leader(build_batch([b"y"], timestamps=[2_000]), 0, 2_000)
+    assert mgr.scheduled() == {A0: 3_001}
+    # A shorter segment.ms takes effect at once.
+    busy.update_config(LogConfig(segment_ms=100))
+    assert mgr.scheduled() == {A0: 2_101}
+    mgr.delete_log(A0)
+    assert mgr.scheduled() == {}
+
+
+def test_many_logs_are_created_side_by_side_and_one_failure_stays_its_own(
+    tmp_path: Path,
+) -> None:
+    """A LeaderAndIsr creating hundreds of logs opens them on a thread pool (issue 14):
+    every log is usable, the dirs stay balanced, and a partition whose dir cannot be
+    made gets its StorageError without failing the others."""
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    mgr = manager(dirs)
+    tps = [TopicPartition("many", p) for p in range(40)]
+    blocked = tps[7]
+    for d in dirs:  # a file where either dir would put the partition's directory
+        (d / blocked.dir_name).write_text("not a directory")
+    results = mgr.get_or_create_logs({tp: mgr.default_config for tp in tps}, 0)
+    assert isinstance(results[blocked], StorageError)
+    assert mgr.get_log(blocked) is None
+    created = [tp for tp in tps if tp != blocked]
+    for tp in created:
+        log = results[tp]
+        assert isinstance(log, Log) and mgr.get_log(tp) is log
+        log.append_as_leader(build_batch([b"x"]), 0, 0)
+    per_dir = [sum(1 for tp in created if (d / tp.dir_name).is_dir()) for d in dirs]
+    assert sorted(per_dir) == [19, 20]
+    # Asking again returns the same logs and creates nothing.
+    again = mgr.get_or_create_logs({tp: mgr.default_config for tp in created}, 0)
+    assert all(again[tp] is results[tp] for tp in created)
+
+
+def test_many_logs_load_side_by_side_after_restart(tmp_path: Path) -> None:
+    mgr = manager([tmp_path / "d"])
+    tps = [TopicPartition("load", p) for p in range(30)]
+    for tp in tps:
+        produce(mgr, tp, 1 + tp.partition % 3)
+    mgr.shutdown()
+    again = LogManager([tmp_path / "d"], LogConfig(), broker_id=3, open_threads=4)
+    again.load_all(0, lambda _topic: LogConfig())
+    assert sorted(again.all_logs()) == tps
+    assert all(again.get_log(tp).log_end_offset == 1 + tp.partition % 3 for tp in tps)  # type: ignore[union-attr]
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_idle_logs_hold_one_descriptor_each(tmp_path: Path) -> None:
+    """Index files are opened when first written (Kafka's lazy indexes): 10,000 idle
+    partitions must fit a 20,000-descriptor limit, created or loaded (issue 14)."""
+    tps = [TopicPartition("fd", p) for p in range(60)]
+    before = _open_fds()
+    mgr = manager([tmp_path / "d"])
+    mgr.get_or_create_logs({tp: mgr.default_config for tp in tps}, 0)
+    assert _open_fds() - before <= len(tps) + 5
+    assert all((tmp_path / "d" / tp.dir_name / "00000000000000000000.index").exists() for tp in tps)
+    produce(mgr, tps[0], 3)
+    mgr.shutdown()
+    assert _open_fds() <= before + 2
+    again = manager([tmp_path / "d"])
+    again.load_all(0, lambda _topic: LogConfig())
+    assert _open_fds() - before <= len(tps) + 5
+    reloaded = again.get_log(tps[0])
+    assert reloaded is not None and reloaded.log_end_offset == 3
+    again.shutdown()
+    # After a crash every segment is recovered (its indexes rebuilt): still one each.
+    (tmp_path / "d" / CLEAN_SHUTDOWN_FILE).unlink()
+    recovered = manager([tmp_path / "d"])
+    recovered.load_all(0, lambda _topic: LogConfig())
+    assert _open_fds() - before <= len(tps) + 5
+    log = recovered.get_log(tps[0])
+    assert log is not None and log.log_end_offset == 3

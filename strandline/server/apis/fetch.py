@@ -8,6 +8,7 @@ the client drops; every response carries the real LSO."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -20,6 +21,17 @@ from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
 from strandline.server.authz import authorized_names, cluster_authorized
 from strandline.server.context import BrokerContext
+from strandline.server.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    PartitionAnswer,
+    PartitionPosition,
+    SessionFetch,
+    session_key,
+)
+from strandline.server.replica_manager import ReplicaManager
+from strandline.server.zero_copy import SEND_REGIONS
+from strandline.storage.file_region import Records
 from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
 
@@ -42,16 +54,34 @@ class _Wanted:
 async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     rm = ctx.replica_manager
     replica_id = request.replica_id
-    wanted = [
-        _Wanted(
-            TopicPartition(t.topic, p.partition),
-            p.fetch_offset,
-            p.partition_max_bytes,
-            getattr(p, "current_leader_epoch", -1),
-        )
-        for t in request.topics
-        for p in t.partitions
-    ]
+    fetch = rm.fetch_sessions.open_fetch(
+        getattr(request, "session_id", INVALID_SESSION_ID),
+        getattr(request, "session_epoch", FINAL_EPOCH),
+        replica_id,
+        {
+            TopicPartition(t.topic, p.partition): PartitionPosition(
+                p.fetch_offset,
+                p.partition_max_bytes,
+                getattr(p, "current_leader_epoch", -1),
+                getattr(p, "log_start_offset", -1),
+            )
+            for t in request.topics
+            for p in t.partitions
+        },
+        (
+            TopicPartition(f.topic, partition)
+            for f in getattr(request, "forgotten_topics_data", ())
+            for partition in f.partitions
+        ),
+        ctx.now_ms(),
+    )
+    if isinstance(fetch, ErrorCode):
+        # FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH: the fetcher starts a
+        # new session with a full fetch.
+        return _response(header.api_version, [], {}, INVALID_SESSION_ID, fetch)
+    if fetch.session is not None:
+        rm.note_session_fetch(replica_id, fetch.session.id)
+    wanted = _wanted(fetch.to_read())
     denied = _unauthorized(ctx, wanted, replica_id)
     if denied:
         wanted = [w for w in wanted if w.tp not in denied]
@@ -80,35 +110,91 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     total = sum(len(r[1]) for r in results.values())
     has_error = any(r[0] != ErrorCode.none for r in results.values())
     wait_s = request.max_wait.total_seconds()
-    if wanted and not has_error and total < request.min_bytes and wait_s > 0:
+    incremental = fetch.session is not None and not fetch.full
+    if (wanted or incremental) and not has_error and total < request.min_bytes and wait_s > 0:
+        # Bytes readable now, per partition looked at so far: a wake-up re-reads only
+        # the partition it names (or, for a session, the ones that changed), so a fetch
+        # over thousands of partitions pays for one per append, not all of them.
+        readable: dict[TopicPartition, int] = {}
+        readable_sum = [0]
 
-        def enough() -> bool:
-            available = 0
+        def enough(key: Hashable | None) -> bool:
             waiting = held()
-            for w in wanted:
-                if w.tp in waiting:
-                    continue
-                available += rm.available_bytes(
-                    w.tp, w.fetch_offset, replica_id, request.min_bytes - available, isolation
+            looked: dict[TopicPartition, int]  # partition -> fetch offset
+            if incremental:
+                changed = fetch.to_read() if key is None else fetch.take_new()
+                looked = {tp: p.fetch_offset for tp, p in changed.items()}
+            elif key is None:
+                looked = offsets
+            elif isinstance(key, TopicPartition) and key in offsets:
+                looked = {key: offsets[key]}
+            else:
+                looked = {}
+            for tp, offset in looked.items():
+                now_readable = (
+                    0
+                    if tp in waiting or tp in denied
+                    else rm.available_bytes(tp, offset, replica_id, request.min_bytes, isolation)
                 )
-                if available >= request.min_bytes:
-                    return True
-            return False
+                readable_sum[0] += now_readable - readable.get(tp, 0)
+                readable[tp] = now_readable
+            return readable_sum[0] >= request.min_bytes
 
+        offsets = {w.tp: w.fetch_offset for w in wanted}
         if held():
             # Answer (empty) when the quota frees, so the follower asks again then.
             wait_s = min(wait_s, throttle.leader.delay_s(throttle.clock()))
-        if await rm.fetch_purgatory.wait([w.tp for w in wanted], enough, wait_s):
+        # A session's fetch waits on the session, which every change to one of its
+        # partitions wakes: no per-partition registration for an idle session.
+        keys: list[object] = (
+            [session_key(fetch.session_id)] if incremental else [w.tp for w in wanted]
+        )
+        if await rm.fetch_purgatory.wait(keys, enough, wait_s) or incremental:
+            if incremental:
+                # Partitions that changed meanwhile are authorized like the named ones.
+                wanted = _wanted(fetch.to_read())
+                denied |= _unauthorized(ctx, wanted, replica_id)
+                wanted = [w for w in wanted if w.tp not in denied]
             results = _collect(ctx, wanted, request.max_bytes, replica_id, held(), isolation)
     for tp in throttled:
-        throttle.leader.record(len(results[tp][1]), throttle.clock())
+        if tp in results:
+            throttle.leader.record(len(results[tp][1]), throttle.clock())
     if ctx.metrics.enabled:
         for tp, result in results.items():
             if result[1]:
                 ctx.metrics.bytes_out(tp.topic, len(result[1]), replication=replica_id >= 0)
     for tp in denied:
         results[tp] = (ErrorCode.topic_authorization_failed, b"", -1, -1, -1, None)
-    return _response(header.api_version, request, results)
+    named = fetch.respond(_answers(rm, fetch, wanted, results, replica_id, isolation))
+    return _response(header.api_version, named, results, fetch.session_id, ErrorCode.none)
+
+
+def _wanted(positions: dict[TopicPartition, PartitionPosition]) -> list[_Wanted]:
+    return [_Wanted(tp, p.fetch_offset, p.max_bytes, p.leader_epoch) for tp, p in positions.items()]
+
+
+def _answers(
+    rm: ReplicaManager,
+    fetch: SessionFetch,
+    wanted: list[_Wanted],
+    results: dict[TopicPartition, _Result],
+    replica_id: int,
+    isolation: int,
+) -> dict[TopicPartition, PartitionAnswer]:
+    """What each read found, for the session to decide which partitions to name."""
+    offsets = {w.tp: w.fetch_offset for w in wanted}
+    answers = {}
+    for tp, (error, records, hw, start, lso, _aborted) in results.items():
+        # Left out for the budget or the throttle: the session reads it again next time.
+        more = (
+            fetch.session is not None
+            and not records
+            and error == ErrorCode.none
+            and tp in offsets
+            and rm.available_bytes(tp, offsets[tp], replica_id, 1, isolation) > 0
+        )
+        answers[tp] = PartitionAnswer(error, bool(records), hw, lso, start, more)
+    return answers
 
 
 def _unauthorized(
@@ -126,7 +212,8 @@ def _unauthorized(
 
 
 # error, records, high watermark, log start, last stable offset, aborted txns (read_committed)
-_Result = tuple[ErrorCode, bytes, int, int, int, list[AbortedTxn] | None]
+# The records are a FileRegion (len() = size) on connections that send with sendfile.
+_Result = tuple[ErrorCode, Records, int, int, int, list[AbortedTxn] | None]
 
 
 def _collect(
@@ -141,6 +228,9 @@ def _collect(
     rm = ctx.replica_manager
     results: dict[TopicPartition, _Result] = {}
     budget = response_max_bytes
+    # Zero-copy (Kafka's FileRecords): where the connection sends with sendfile, the
+    # records stay in the segment file until the network layer writes the response.
+    as_region = SEND_REGIONS.get()
     for w in wanted:
         try:
             # KIP-74: the first partition with data returns at least one batch even
@@ -153,6 +243,7 @@ def _collect(
                 min_one_batch=budget == response_max_bytes and w.tp not in held,
                 current_leader_epoch=w.leader_epoch,
                 isolation_level=isolation_level,
+                as_region=as_region,
             )
         except KafkaError as e:
             hw, start, lso = _offsets_or_unknown(ctx, w.tp)
@@ -177,36 +268,42 @@ def _offsets_or_unknown(ctx: BrokerContext, tp: TopicPartition) -> tuple[int, in
     return hosted.high_watermark, hosted.log.log_start_offset, hosted.last_stable_offset
 
 
-def _response(version: int, request: Any, results: dict[TopicPartition, _Result]) -> Any:
+def _response(
+    version: int,
+    named: list[TopicPartition],
+    results: dict[TopicPartition, _Result],
+    session_id: int,
+    error: ErrorCode,
+) -> Any:
     partition_cls = response_class(API_KEY, version, "PartitionData")
     topic_cls = response_class(API_KEY, version, "FetchableTopicResponse")
-    topics = []
-    for t in request.topics:
-        partitions = []
-        for p in t.partitions:
-            error, records, hw, start, lso, aborted = results[TopicPartition(t.topic, p.partition)]
-            partitions.append(
-                build(
-                    partition_cls,
-                    partition_index=p.partition,
-                    error_code=error,
-                    high_watermark=hw,
-                    last_stable_offset=lso,
-                    log_start_offset=start,
-                    aborted_transactions=None
-                    if aborted is None
-                    else _aborted_transactions(version, aborted),
-                    preferred_read_replica=-1,
-                    records=records,
-                )
+    by_topic: dict[str, list[Any]] = {}
+    for tp in named:
+        p_error, records, hw, start, lso, aborted = results[tp]
+        by_topic.setdefault(tp.topic, []).append(
+            build(
+                partition_cls,
+                partition_index=tp.partition,
+                error_code=p_error,
+                high_watermark=hw,
+                last_stable_offset=lso,
+                log_start_offset=start,
+                aborted_transactions=None
+                if aborted is None
+                else _aborted_transactions(version, aborted),
+                preferred_read_replica=-1,
+                records=records,
             )
-        topics.append(build(topic_cls, topic=t.topic, partitions=tuple(partitions)))
+        )
     return build(
         response_class(API_KEY, version, "FetchResponse"),
         throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        session_id=0,
-        responses=tuple(topics),
+        error_code=error,
+        session_id=session_id,
+        responses=tuple(
+            build(topic_cls, topic=topic, partitions=tuple(partitions))
+            for topic, partitions in by_topic.items()
+        ),
     )
 
 

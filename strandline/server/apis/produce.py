@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from collections.abc import Hashable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -125,10 +126,20 @@ async def _await_replication(
     if not pending:
         return
 
-    def all_completed() -> bool:
-        return all(
-            rm.produce_completion(tp, o.last_offset) is not None for tp, o in pending.items()
-        )
+    # Partitions still waiting for their ISR; a wake-up for one looks at that one only.
+    waiting = dict(pending)
+
+    def all_completed(key: Hashable | None) -> bool:
+        if key is None:
+            to_check = list(waiting)
+        elif isinstance(key, TopicPartition) and key in waiting:
+            to_check = [key]
+        else:
+            return not waiting
+        for tp in to_check:
+            if rm.produce_completion(tp, waiting[tp].last_offset) is not None:
+                del waiting[tp]
+        return not waiting
 
     await rm.produce_purgatory.wait(pending, all_completed, timeout_s)
     for tp, o in pending.items():
