@@ -29,9 +29,10 @@ Every (series, N) case gets a fresh cluster (or Tansu), so the idle CPU of a cas
 of its one topic and nothing left over from earlier cases. Per case:
 
 1. create the topic and time it until every partition has a leader and a full ISR;
-2. let the cluster settle, then sample each broker process's CPU time (utime + stime from
-   /proc/<pid>/stat) over a window with no client connected: % of one core, max and mean
-   over brokers;
+2. let the cluster settle (at least the plan's settle time, then until every broker is
+   under 5% of a core over a second, at most 60 s), then sample each broker process's CPU
+   time (utime + stime from /proc/<pid>/stat) over a window with no client connected: % of
+   one core, max and mean over brokers;
 3. produce `records` 100 B records with confluent-kafka, acks=all, linger.ms=5, round-robin
    over all N partitions (`bench.workloads.produce_throughput`);
 4. consume them all back from the start of every partition (`consume_throughput`).
@@ -100,6 +101,8 @@ class Plan:
     max_s: float  # cap on one produce or consume
 
 
+SETTLED_CPU_PCT = 5.0
+SETTLE_MAX_S = 60.0
 FULL = Plan(records=200_000, settle_s=5.0, idle_s=10.0, max_s=60.0)
 QUICK = Plan(records=100_000, settle_s=3.0, idle_s=5.0, max_s=30.0)
 
@@ -167,15 +170,31 @@ def tansu_target() -> Iterator[Running]:
         yield Running(bootstrap, _children_running(tansu_binary()))
 
 
+def settle(pids: list[int], min_s: float) -> float:
+    """Wait out the work a new topic leaves behind (followers' first epoch round trips and
+    full fetches, leader-epoch checkpoints): at least `min_s`, then until every broker
+    spends under SETTLED_CPU_PCT of a core over a second, at most SETTLE_MAX_S. Returns
+    how long it took: the idle window that follows measures the steady state."""
+    began = time.monotonic()
+    time.sleep(min_s)
+    while time.monotonic() - began < SETTLE_MAX_S:
+        if max(idle_cpu_percent(pids, 1.0), default=0.0) < SETTLED_CPU_PCT:
+            break
+    return time.monotonic() - began
+
+
 def run_case(running: Running, n: int, rf: int, plan: Plan, console: Console) -> dict[str, object]:
     topic = f"parts-{n}-rf{rf}-{int(time.time() * 1000)}"
     began = time.perf_counter()
     create_topic(running.bootstrap, topic, n, rf)
     create_s = time.perf_counter() - began
     console.log(f"  created {topic} ({n} partitions, rf={rf}) in {create_s:.2f} s")
-    time.sleep(plan.settle_s)
+    settled_s = settle(running.pids, plan.settle_s)
     idle = idle_cpu_percent(running.pids, plan.idle_s)
-    console.log("  idle CPU per broker: " + ", ".join(f"{v:.1f}%" for v in idle))
+    console.log(
+        f"  idle CPU per broker (after settling {settled_s:.1f} s): "
+        + ", ".join(f"{v:.1f}%" for v in idle)
+    )
     produced = produce_throughput(
         running.bootstrap,
         topic,

@@ -630,10 +630,14 @@ class ControllerCore:
 
     # -- effects on partition states and brokers ----------------------------------------------
 
-    def _apply(self, elections: list[Election], new_partitions: bool = False) -> Procedure:
+    def _apply(
+        self, elections: list[Election], new_partitions: bool = False, retries: int = 3
+    ) -> Procedure:
         """Write the elected states (conditionally, fenced by our controller epoch) and
-        send LeaderAndIsr + UpdateMetadata for the ones written, which it returns (a
-        conflict leaves a partition out, with its state reloaded)."""
+        send LeaderAndIsr + UpdateMetadata for the ones written, which it returns. A
+        conflict reloads the partition's state; one whose leader or ISR still names a
+        dead broker is elected again from the fresh state (Kafka's
+        PartitionStateMachine retries the same way), the others are left out."""
         if not elections:
             return []
         ctx = self._ctx()
@@ -647,6 +651,7 @@ class ControllerCore:
         )
         written = []
         stale = []
+        retried: list[TopicPartition] = []
         for e in elections:
             outcome = results[e.tp]
             if isinstance(outcome, Exception):
@@ -671,9 +676,27 @@ class ControllerCore:
             for tp, (s, version) in found.items():
                 if tp in ctx.assignments:
                     ctx.partition_states[tp] = s.at_version(version)
+            if retries > 0 and self.ctx is not None:
+                # A leader that wrote an ISR change just before its broker died: the
+                # partition still needs a new leader (or a smaller ISR) from the state
+                # read now, or it stays offline until the next broker change.
+                live = ctx.live_broker_ids
+                dead = {
+                    r
+                    for tp in stale
+                    if (state := ctx.partition_states.get(tp)) is not None
+                    for r in (*state.isr, state.leader)
+                } - live - {-1}
+                conflicted = set(stale)
+                again = [
+                    e
+                    for e in decisions.on_brokers_failed(ctx, dead, self.unclean)
+                    if e.tp in conflicted
+                ]
+                retried = yield from self._apply(again, new_partitions, retries - 1)
         yield from self._send_leader_and_isr(written, is_new=new_partitions)
         yield from self._send_update_metadata(sorted(ctx.live_brokers), written)
-        return written
+        return written + retried
 
     def _broker_infos(self) -> tuple[BrokerInfo, ...]:
         ctx = self._ctx()

@@ -182,6 +182,22 @@ class Partition:
             and replica.log_end_offset >= self.leader_epoch_start_offset
         )
 
+    def isr_expansion(self) -> frozenset[int] | None:
+        """Followers outside the (maximal) ISR that may rejoin now, proposed as a new ISR.
+
+        `on_follower_fetch` proposes this when the follower's fetch shows it; this asks
+        again for a follower whose proposal could not be written (a write in flight, a
+        conflict) and that has no new position to fetch, so no fetch will show it."""
+        joining = {
+            broker_id
+            for broker_id, replica in self.remote_replicas.items()
+            if broker_id not in self.maximal_isr and self.is_follower_in_sync(replica)
+        }
+        if not joining:
+            return None
+        self.maximal_isr = self.maximal_isr | joining
+        return self.isr | joining
+
     def isr_followers_caught_up(self) -> bool:
         """Every follower in the ISR is at our LEO: nothing can make it lag but an append,
         so the periodic ISR check may forget this partition until then."""

@@ -163,6 +163,9 @@ class ReplicaManager:
         # Led partitions whose ISR followers may be behind our LEO: the only ones the
         # periodic ISR check looks at (an append puts a partition here).
         self._replicating: set[TopicPartition] = set()
+        # Led partitions whose ISR expansion must be asked again by the periodic check
+        # (a proposal deferred or refused, or an ISR just written smaller than maximal).
+        self._isr_recheck: set[TopicPartition] = set()
         self.produce_purgatory = Purgatory("Produce")
         self.controller_epoch = -1
         self._checkpoint_writers: ThreadPoolExecutor | None = None
@@ -563,7 +566,19 @@ class ReplicaManager:
         """Periodic: followers not caught up within replica.lag.time.max.ms leave the ISR.
 
         Only partitions appended to since their ISR was last seen caught up are looked
-        at: an idle partition whose followers are at its LEO cannot lag."""
+        at: an idle partition whose followers are at its LEO cannot lag. Expansions that
+        could not be written are proposed again here."""
+        for tp in list(self._isr_recheck):
+            hosted = self.partitions.get(tp)
+            if hosted is None or hosted.leader_state is None:
+                self._isr_recheck.discard(tp)
+                continue
+            if hosted.isr_write_in_flight:
+                continue
+            self._isr_recheck.discard(tp)
+            expansion = hosted.leader_state.isr_expansion()
+            if expansion is not None:
+                self._spawn_isr_write(hosted, tuple(sorted(expansion)), "expand")
         for tp in list(self._replicating):
             hosted = self.partitions.get(tp)
             leader_state = hosted.leader_state if hosted is not None else None
@@ -584,6 +599,7 @@ class ReplicaManager:
             self.state_change_log.record(
                 f"isr-{why}-deferred", tp=hosted.tp, proposed=list(new_isr), isr=list(hosted.isr)
             )
+            self._isr_recheck.add(hosted.tp)
             return
         hosted.isr_write_in_flight = True
         asyncio.get_running_loop().create_task(self._write_isr(hosted, new_isr, why))
@@ -608,6 +624,7 @@ class ReplicaManager:
             )
             if hosted.leader_state is not None:
                 hosted.leader_state.apply_isr(frozenset(old_isr), clock.now_ms())
+                self._isr_recheck.add(hosted.tp)
             return
         finally:
             hosted.isr_write_in_flight = False
@@ -616,6 +633,9 @@ class ReplicaManager:
         hosted.zk_version = version
         advanced = hosted.leader_state.apply_isr(frozenset(new_isr), clock.now_ms())
         self._replicating.add(hosted.tp)
+        # A follower removed (or left out) may already be back at the LEO, and an idle
+        # partition's session fetches would never name it again to show it.
+        self._isr_recheck.add(hosted.tp)
         self.state_change_log.record(
             f"isr-{why}",
             tp=hosted.tp,

@@ -6,13 +6,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as fetch_v12
-from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from tests.cluster.support import metric, scrape
 
@@ -32,43 +28,13 @@ def session_fetch(
     forgotten: tuple[int, ...] = (),
     max_wait_ms: int = 0,
 ) -> Any:
-    return fetch_v12.FetchRequest(
-        cluster_id=None,
-        replica_id=BrokerId(-1),
-        max_wait=i32Timedelta.parse(timedelta(milliseconds=max_wait_ms)),
-        min_bytes=i32(1),
-        max_bytes=i32(1 << 20),
-        isolation_level=i8(0),
-        session_id=i32(session_id),
-        session_epoch=i32(epoch),
-        topics=(
-            fetch_v12.FetchTopic(
-                topic=TopicName(topic),
-                partitions=tuple(
-                    fetch_v12.FetchPartition(
-                        partition=i32(p),
-                        current_leader_epoch=i32(-1),
-                        fetch_offset=i64(offset),
-                        last_fetched_epoch=i32(-1),
-                        log_start_offset=i64(-1),
-                        partition_max_bytes=i32(1 << 20),
-                    )
-                    for p, offset in offsets.items()
-                ),
-            ),
-        )
-        if offsets
-        else (),
-        forgotten_topics_data=(
-            (
-                fetch_v12.ForgottenTopic(
-                    topic=TopicName(topic), partitions=tuple(map(i32, forgotten))
-                ),
-            )
-            if forgotten
-            else ()
-        ),
-        rack_id="",
+    return wire.fetch_many(
+        topic,
+        offsets,
+        max_wait_ms=max_wait_ms,
+        session_id=session_id,
+        session_epoch=epoch,
+        forgotten=forgotten,
     )
 
 

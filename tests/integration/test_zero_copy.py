@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import random
 import time
-from datetime import timedelta
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from kio.schema.fetch.v12 import request as fetch_v12
-from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from . import wire
 from .cluster_support import new_cluster
@@ -25,34 +21,7 @@ PARTITIONS = 3
 
 def fetch_all(topic: str, offset: int) -> Any:
     """One v12 fetch of every partition from `offset`, 1 MiB each (big enough for sendfile)."""
-    return fetch_v12.FetchRequest(
-        cluster_id=None,
-        replica_id=BrokerId(-1),
-        max_wait=i32Timedelta.parse(timedelta(milliseconds=0)),
-        min_bytes=i32(1),
-        max_bytes=i32(50 << 20),
-        isolation_level=i8(0),
-        session_id=i32(0),
-        session_epoch=i32(-1),
-        topics=(
-            fetch_v12.FetchTopic(
-                topic=TopicName(topic),
-                partitions=tuple(
-                    fetch_v12.FetchPartition(
-                        partition=i32(p),
-                        current_leader_epoch=i32(-1),
-                        fetch_offset=i64(offset),
-                        last_fetched_epoch=i32(-1),
-                        log_start_offset=i64(-1),
-                        partition_max_bytes=i32(1 << 20),
-                    )
-                    for p in range(PARTITIONS)
-                ),
-            ),
-        ),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
+    return wire.fetch_many(topic, dict.fromkeys(range(PARTITIONS), offset), max_bytes=50 << 20)
 
 
 def raw_fetch_frames(bootstrap: str, topic: str, now_ms: int) -> list[bytes]:

@@ -162,31 +162,59 @@ def produce_error(response: Any) -> ErrorCode:
 
 
 def fetch(topic: str, partition: int, offset: int, max_wait_ms: int = 0) -> Any:
+    return fetch_many(topic, {partition: offset}, max_wait_ms=max_wait_ms)
+
+
+def fetch_many(
+    topic: str,
+    offsets: dict[int, int],
+    *,
+    max_wait_ms: int = 0,
+    max_bytes: int = 1 << 20,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: tuple[int, ...] = (),
+) -> Any:
+    """A v12 Fetch of `offsets` (partition -> fetch offset), 1 MiB per partition; with
+    KIP-227 session fields and forgotten partitions when given."""
     return fetch_v12.FetchRequest(
         cluster_id=None,
         replica_id=BrokerId(-1),
         max_wait=i32Timedelta.parse(timedelta(milliseconds=max_wait_ms)),
         min_bytes=i32(1),
-        max_bytes=i32(1 << 20),
+        max_bytes=i32(max_bytes),
         isolation_level=i8(0),
-        session_id=i32(0),
-        session_epoch=i32(-1),
+        session_id=i32(session_id),
+        session_epoch=i32(session_epoch),
         topics=(
-            fetch_v12.FetchTopic(
-                topic=TopicName(topic),
-                partitions=(
-                    fetch_v12.FetchPartition(
-                        partition=i32(partition),
-                        current_leader_epoch=i32(-1),
-                        fetch_offset=i64(offset),
-                        last_fetched_epoch=i32(-1),
-                        log_start_offset=i64(-1),
-                        partition_max_bytes=i32(1 << 20),
+            (
+                fetch_v12.FetchTopic(
+                    topic=TopicName(topic),
+                    partitions=tuple(
+                        fetch_v12.FetchPartition(
+                            partition=i32(p),
+                            current_leader_epoch=i32(-1),
+                            fetch_offset=i64(offset),
+                            last_fetched_epoch=i32(-1),
+                            log_start_offset=i64(-1),
+                            partition_max_bytes=i32(1 << 20),
+                        )
+                        for p, offset in offsets.items()
                     ),
                 ),
-            ),
+            )
+            if offsets
+            else ()
         ),
-        forgotten_topics_data=(),
+        forgotten_topics_data=(
+            (
+                fetch_v12.ForgottenTopic(
+                    topic=TopicName(topic), partitions=tuple(map(i32, forgotten))
+                ),
+            )
+            if forgotten
+            else ()
+        ),
         rack_id="",
     )
 

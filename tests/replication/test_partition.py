@@ -137,3 +137,15 @@ def test_a_session_fetch_from_before_the_follower_caught_up_changes_nothing() ->
     partition.on_follower_fetch(F1, 3, now_ms=1)  # behind the LEO
     partition.on_append(6, now_ms=5 * LAG, session_fetch_ms={F1: 5 * LAG - 1})
     assert partition.isr_shrink_proposal(now_ms=5 * LAG) == frozenset({0})
+
+
+def test_an_expansion_that_was_not_written_is_proposed_again_without_a_new_fetch() -> None:
+    partition = leader_with({0, 1}, leo=5, hw=5, now=0)
+    outcome = partition.on_follower_fetch(F2, 5, now_ms=1)
+    assert outcome.isr_expand == frozenset({0, 1, 2})
+    assert partition.isr_expansion() is None, "already proposed"
+    # The ZooKeeper write failed (a conflict): the ISR stays as written.
+    partition.apply_isr(frozenset({0, 1}), now_ms=2)
+    # F2 is idle at our LEO: its session fetches will not name this partition again.
+    assert partition.isr_expansion() == frozenset({0, 1, 2})
+    assert partition.maximal_isr == frozenset({0, 1, 2})

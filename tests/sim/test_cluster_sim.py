@@ -147,10 +147,13 @@ def test_ignoring_the_controller_epoch_is_caught_and_shrunk(
 
 def test_electing_outside_the_isr_is_caught_and_shrunk(monkeypatch: pytest.MonkeyPatch) -> None:
     def elect_any_live(
-        ctx: ControllerContext, tp: TopicPartition, unclean_allowed: bool
+        ctx: ControllerContext,
+        tp: TopicPartition,
+        unclean_allowed: bool,
+        live: set[int] | None = None,
     ) -> tuple[int, tuple[int, ...], bool] | None:
         state = ctx.partition_states[tp]
-        live = ctx.live_broker_ids
+        live = ctx.live_broker_ids if live is None else live
         for r in ctx.assignments[tp]:
             if r in live:
                 return r, tuple(i for i in state.isr if i in live), False
