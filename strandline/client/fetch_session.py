@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from strandline.server.fetch_session import (
+from strandline.protocol.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,

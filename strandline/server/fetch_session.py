@@ -23,35 +23,33 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from strandline.protocol.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    PartitionPosition,
+    next_epoch,
+)
 from strandline.types import TopicPartition
 
-# session_id 0 / epoch -1: a sessionless full fetch; epoch 0: open a new session.
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
+__all__ = [
+    "FINAL_EPOCH",
+    "INITIAL_EPOCH",
+    "INVALID_SESSION_ID",
+    "FetchSessionCache",
+    "PartitionPosition",
+    "SessionFetch",
+    "next_epoch",
+    "session_key",
+]
+
 # Kafka's max.incremental.fetch.session.cache.slots.
 DEFAULT_CACHE_SLOTS = 1000
-_MAX_EPOCH = (1 << 31) - 1
 
 
 def session_key(session_id: int) -> tuple[str, int]:
     """The purgatory key a session's parked fetch waits on."""
     return ("fetch-session", session_id)
-
-
-def next_epoch(epoch: int) -> int:
-    """Session epochs run 1..INT32_MAX and then wrap to 1 (0 and -1 are reserved)."""
-    return 1 if epoch >= _MAX_EPOCH else epoch + 1
-
-
-@dataclass(slots=True)
-class PartitionPosition:
-    """What a fetcher asks of one partition."""
-
-    fetch_offset: int
-    max_bytes: int
-    leader_epoch: int = -1
-    log_start_offset: int = -1
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from strandline.protocol.controller_requests import PartitionState
 from strandline.protocol.fetch_response import Chunk, close_regions, encode_chunked_response
 from strandline.server.apis import fetch
+from strandline.server.fetch_session import PartitionPosition
 from strandline.server.replica_manager import READ_COMMITTED, ReplicaManager
 from strandline.server.zero_copy import SEND_REGIONS, SENDFILE_MIN_BYTES, send_chunks
 from strandline.state_change_log import StateChangeLog
@@ -166,7 +167,7 @@ def test_fetch_reads_regions_only_on_connections_that_send_them(tmp_path: Path) 
         batch = build_batch([bytes([i]) * 2000] * 10, timestamps=[now] * 10)
         rm.append_as_leader(tp, batch, acks=1, now_ms=now)
     ctx: Any = SimpleNamespace(replica_manager=rm)
-    wanted = [fetch._Wanted(tp, 3, 1 << 20, -1)]
+    wanted = {tp: PartitionPosition(3, 1 << 20)}
 
     def collect_and_frame(regions: bool) -> tuple[Any, bytes]:
         def run() -> tuple[Any, bytes]:

@@ -38,18 +38,6 @@ from strandline.types import TopicPartition
 API_KEY = 1
 
 
-class _Wanted:
-    __slots__ = ("tp", "fetch_offset", "max_bytes", "leader_epoch")
-
-    def __init__(
-        self, tp: TopicPartition, fetch_offset: int, max_bytes: int, leader_epoch: int
-    ) -> None:
-        self.tp = tp
-        self.fetch_offset = fetch_offset
-        self.max_bytes = max_bytes
-        self.leader_epoch = leader_epoch
-
-
 @api(API_KEY, 4, 12)
 async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     rm = ctx.replica_manager
@@ -81,18 +69,19 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         return _response(header.api_version, [], {}, INVALID_SESSION_ID, fetch)
     if fetch.session is not None:
         rm.note_session_fetch(replica_id, fetch.session.id)
-    wanted = _wanted(fetch.to_read())
+    # What to read: partition -> position (a copy: a waiting session fetch grows its own).
+    wanted = dict(fetch.to_read())
     denied = _unauthorized(ctx, wanted, replica_id)
     if denied:
-        wanted = [w for w in wanted if w.tp not in denied]
+        wanted = {tp: w for tp, w in wanted.items() if tp not in denied}
     throttle = rm.throttle
     # Replicas of a reassignment catching up, held to leader.replication.throttled.rate.
     throttled = {
-        w.tp
-        for w in wanted
+        tp
+        for tp in wanted
         if replica_id >= 0
-        and (h := rm.partitions.get(w.tp)) is not None
-        and throttle.leader_throttles(w.tp, h.isr, replica_id)
+        and (h := rm.partitions.get(tp)) is not None
+        and throttle.leader_throttles(tp, h.isr, replica_id)
     }
 
     def held() -> set[TopicPartition]:
@@ -104,9 +93,9 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         # A follower's fetch offset is its LEO; record it only after reading, so this
         # response carries the HW from before the update (seed 004).
         now = ctx.now_ms()
-        for w in wanted:
-            if results[w.tp][0] == ErrorCode.none:
-                rm.on_follower_fetch(w.tp, replica_id, w.fetch_offset, now)
+        for tp, w in wanted.items():
+            if results[tp][0] == ErrorCode.none:
+                rm.on_follower_fetch(tp, replica_id, w.fetch_offset, now)
     total = sum(len(r[1]) for r in results.values())
     has_error = any(r[0] != ErrorCode.none for r in results.values())
     wait_s = request.max_wait.total_seconds()
@@ -140,21 +129,19 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                 readable[tp] = now_readable
             return readable_sum[0] >= request.min_bytes
 
-        offsets = {w.tp: w.fetch_offset for w in wanted}
+        offsets = {tp: w.fetch_offset for tp, w in wanted.items()}
         if held():
             # Answer (empty) when the quota frees, so the follower asks again then.
             wait_s = min(wait_s, throttle.leader.delay_s(throttle.clock()))
         # A session's fetch waits on the session, which every change to one of its
         # partitions wakes: no per-partition registration for an idle session.
-        keys: list[object] = (
-            [session_key(fetch.session_id)] if incremental else [w.tp for w in wanted]
-        )
+        keys: list[object] = [session_key(fetch.session_id)] if incremental else list(wanted)
         if await rm.fetch_purgatory.wait(keys, enough, wait_s) or incremental:
             if incremental:
                 # Partitions that changed meanwhile are authorized like the named ones.
-                wanted = _wanted(fetch.to_read())
+                wanted = dict(fetch.to_read())
                 denied |= _unauthorized(ctx, wanted, replica_id)
-                wanted = [w for w in wanted if w.tp not in denied]
+                wanted = {tp: w for tp, w in wanted.items() if tp not in denied}
             results = _collect(ctx, wanted, request.max_bytes, replica_id, held(), isolation)
     for tp in throttled:
         if tp in results:
@@ -169,20 +156,15 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     return _response(header.api_version, named, results, fetch.session_id, ErrorCode.none)
 
 
-def _wanted(positions: dict[TopicPartition, PartitionPosition]) -> list[_Wanted]:
-    return [_Wanted(tp, p.fetch_offset, p.max_bytes, p.leader_epoch) for tp, p in positions.items()]
-
-
 def _answers(
     rm: ReplicaManager,
     fetch: SessionFetch,
-    wanted: list[_Wanted],
+    wanted: dict[TopicPartition, PartitionPosition],
     results: dict[TopicPartition, _Result],
     replica_id: int,
     isolation: int,
 ) -> dict[TopicPartition, PartitionAnswer]:
     """What each read found, for the session to decide which partitions to name."""
-    offsets = {w.tp: w.fetch_offset for w in wanted}
     answers = {}
     for tp, (error, records, hw, start, lso, _aborted) in results.items():
         # Left out for the budget or the throttle: the session reads it again next time.
@@ -190,25 +172,25 @@ def _answers(
             fetch.session is not None
             and not records
             and error == ErrorCode.none
-            and tp in offsets
-            and rm.available_bytes(tp, offsets[tp], replica_id, 1, isolation) > 0
+            and tp in wanted
+            and rm.available_bytes(tp, wanted[tp].fetch_offset, replica_id, 1, isolation) > 0
         )
         answers[tp] = PartitionAnswer(error, bool(records), hw, lso, start, more)
     return answers
 
 
 def _unauthorized(
-    ctx: BrokerContext, wanted: list[_Wanted], replica_id: int
+    ctx: BrokerContext, wanted: dict[TopicPartition, PartitionPosition], replica_id: int
 ) -> set[TopicPartition]:
     """A follower needs CLUSTER_ACTION on the cluster; a consumer READ on each topic."""
     if replica_id >= 0:
         if cluster_authorized(ctx, AclOperation.CLUSTER_ACTION):
             return set()
-        return {w.tp for w in wanted}
+        return set(wanted)
     allowed = authorized_names(
-        ctx, AclOperation.READ, ResourceType.TOPIC, (w.tp.topic for w in wanted)
+        ctx, AclOperation.READ, ResourceType.TOPIC, (tp.topic for tp in wanted)
     )
-    return {w.tp for w in wanted if w.tp.topic not in allowed}
+    return {tp for tp in wanted if tp.topic not in allowed}
 
 
 # error, records, high watermark, log start, last stable offset, aborted txns (read_committed)
@@ -218,7 +200,7 @@ _Result = tuple[ErrorCode, Records, int, int, int, list[AbortedTxn] | None]
 
 def _collect(
     ctx: BrokerContext,
-    wanted: list[_Wanted],
+    wanted: dict[TopicPartition, PartitionPosition],
     response_max_bytes: int,
     replica_id: int,
     held: set[TopicPartition],
@@ -231,26 +213,26 @@ def _collect(
     # Zero-copy (Kafka's FileRecords): where the connection sends with sendfile, the
     # records stay in the segment file until the network layer writes the response.
     as_region = SEND_REGIONS.get()
-    for w in wanted:
+    for tp, w in wanted.items():
         try:
             # KIP-74: the first partition with data returns at least one batch even
             # if it is larger than the budget, so a consumer can always progress.
             r = rm.read(
-                w.tp,
+                tp,
                 w.fetch_offset,
-                0 if w.tp in held else min(w.max_bytes, max(budget, 0)),
+                0 if tp in held else min(w.max_bytes, max(budget, 0)),
                 replica_id=replica_id,
-                min_one_batch=budget == response_max_bytes and w.tp not in held,
+                min_one_batch=budget == response_max_bytes and tp not in held,
                 current_leader_epoch=w.leader_epoch,
                 isolation_level=isolation_level,
                 as_region=as_region,
             )
         except KafkaError as e:
-            hw, start, lso = _offsets_or_unknown(ctx, w.tp)
-            results[w.tp] = (e.code, b"", hw, start, lso, None)
+            hw, start, lso = _offsets_or_unknown(ctx, tp)
+            results[tp] = (e.code, b"", hw, start, lso, None)
             continue
         budget -= len(r.records)
-        results[w.tp] = (
+        results[tp] = (
             ErrorCode.none,
             r.records,
             r.high_watermark,
