@@ -63,9 +63,6 @@ WANTED_OPEN_FILES = 262_144
 
 TICK_INTERVAL_S = 0.5
 HW_CHECKPOINT_INTERVAL_MS = 5000
-# ISR changes made within this window share one isr_change_notification znode.
-ISR_CHANGE_BATCH_S = 0.05
-ISR_CHANGE_RETRY_S = 0.5
 
 
 class Broker:
@@ -170,9 +167,6 @@ class Broker:
         )
         # The replication throttle's rates follow the broker's dynamic configs.
         self.replica_manager.throttle.set_rates(self.topic_configs.broker_effective)
-        # ISR changes written but not yet announced to the controller.
-        self._pending_isr_changes: set[TopicPartition] = set()
-        self._isr_change_task: asyncio.Task[None] | None = None
         self.topic_configs.broker_listeners.append(self.replica_manager.throttle.set_rates)
         self.fetcher_manager = ReplicaFetcherManager(
             cfg.broker_id, self.replica_manager, self.metrics, self.inter_broker_security
@@ -333,29 +327,8 @@ class Broker:
             controller_epoch=controller_epoch,
         )
         version = await asyncio.to_thread(self.zk.update_partition_state, tp, state, zk_version)
-        self._pending_isr_changes.add(tp)
-        if self._isr_change_task is None or self._isr_change_task.done():
-            self._isr_change_task = asyncio.create_task(
-                self._propagate_isr_changes(), name="isr-change-propagation"
-            )
+        await asyncio.to_thread(self.zk.create_isr_change_notification, [tp])
         return version
-
-    async def _propagate_isr_changes(self) -> None:
-        """One ISR change notification for a burst of ISR changes (Kafka's
-        isr-change-propagation task): a broker rejoining the ISRs of thousands of
-        partitions writes a few znodes, and the controller reads and propagates them in
-        a few rounds, not one per partition. The state znodes are already written; a
-        failed notification is retried, since the controller must hear of every change."""
-        while self._pending_isr_changes:
-            await asyncio.sleep(ISR_CHANGE_BATCH_S)
-            batch = sorted(self._pending_isr_changes)
-            self._pending_isr_changes.clear()
-            try:
-                await asyncio.to_thread(self.zk.create_isr_change_notification, batch)
-            except Exception as e:  # noqa: BLE001 - ZooKeeper away: keep them, retry
-                log.warning("ISR change notification for %d partitions failed: %s", len(batch), e)
-                self._pending_isr_changes.update(batch)
-                await asyncio.sleep(ISR_CHANGE_RETRY_S)
 
     def _on_config_changes(self, children: list[str]) -> None:
         """Reload the topics named by change notifications we have not seen yet."""
