@@ -54,7 +54,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bench.targets import TARGETS  # noqa: E402
+from bench.targets import TANSU_STORAGE  # noqa: E402
 from bench.workloads import (  # noqa: E402
     consume_throughput,
     create_topic,
@@ -76,7 +76,7 @@ from bench.workloads import (  # noqa: E402
 )
 from strandline.cli.local_cluster import LocalCluster  # noqa: E402
 from strandline.coordination.zk_client import ZkClient  # noqa: E402
-from strandline.testing.tansu import tansu_binary  # noqa: E402
+from strandline.testing.tansu import tansu_broker  # noqa: E402
 
 BROKERS = 3
 RECORD_SIZE = 100
@@ -113,6 +113,7 @@ class Running:
 
     bootstrap: str
     pids: list[int]
+    metrics_urls: list[str | None] = field(default_factory=list)
 
 
 def series_name(target: str, rf: int) -> str:
@@ -138,36 +139,24 @@ def idle_cpu_percent(pids: list[int], seconds: float) -> list[float]:
     return [(a - b) / wall * 100 for a, b in zip(after, before, strict=True)]
 
 
-def _children_running(binary: Path) -> list[int]:
-    """Pids of this process's children that run `binary` (Tansu does not expose its pid)."""
-    me = os.getpid()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == me and Path(os.readlink(entry / "exe")) == binary.resolve():
-                found.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
 @contextlib.contextmanager
 def strandline_cluster(keep: Path | None, label: str) -> Iterator[Running]:
     data_dir = keep / label if keep is not None else None
     with local_cluster(BROKERS, CLUSTER_OVERRIDES, data_dir, "strandline-parts-bench-") as cluster:
-        pids = [b.pid for _, b in sorted(cluster.brokers.items()) if b.pid is not None]
-        yield Running(cluster.bootstrap, pids)
+        brokers = [b for _, b in sorted(cluster.brokers.items()) if b.pid is not None]
+        yield Running(
+            cluster.bootstrap,
+            [b.pid for b in brokers if b.pid is not None],
+            [b.metrics_url for b in brokers],
+        )
         if deaths := cluster.unexpected_deaths():
             raise RuntimeError(f"brokers died unexpectedly: {sorted(deaths)}")
 
 
 @contextlib.contextmanager
 def tansu_target() -> Iterator[Running]:
-    with TARGETS["tansu"]() as bootstrap:
-        yield Running(bootstrap, _children_running(tansu_binary()))
+    with tansu_broker(storage=TANSU_STORAGE) as broker:
+        yield Running(broker.bootstrap, [broker.pid])
 
 
 def settle(pids: list[int], min_s: float) -> float:
@@ -231,6 +220,302 @@ def run_case(running: Running, n: int, rf: int, plan: Plan, console: Console) ->
         "consume_msgs_s": round(consumed.msgs_per_s),
         "consume_records": consumed.records,
     }
+
+
+# --- small batches (`--steady`) ----------------------------------------------------------
+
+STEADY_PARTITIONS = (100, 1000, 5000)
+STEADY_SERIES: tuple[tuple[str, int], ...] = (("strandline", 3), ("strandline", 1), ("tansu", 1))
+MODES = ("new topic", "steady")
+
+
+@dataclass(frozen=True)
+class BrokerCounters:
+    """One broker's counters at one moment: CPU seconds, Produce requests answered, and
+    its replica fetchers' rounds (count, total ms)."""
+
+    cpu_s: float
+    produce_requests: float
+    rounds: float
+    round_ms: float
+
+
+def broker_counters(pid: int, metrics_url: str | None) -> BrokerCounters:
+    produce = rounds = round_ms = 0.0
+    if metrics_url is not None:
+        from urllib.request import urlopen
+
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urlopen(metrics_url, timeout=10) as answer:  # noqa: S310 - our own broker
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if (
+                    sample.name == "kafka_network_requestmetrics_requests_total"
+                    and sample.labels.get("request") == "Produce"
+                ):
+                    produce += sample.value
+                elif sample.name == "kafka_server_replicafetchermanager_roundtimems_count":
+                    rounds += sample.value
+                elif sample.name == "kafka_server_replicafetchermanager_roundtimems_sum":
+                    round_ms += sample.value
+    return BrokerCounters(cpu_seconds(pid), produce, rounds, round_ms)
+
+
+def produce_costs(
+    before: list[BrokerCounters], after: list[BrokerCounters], records: int
+) -> dict[str, object]:
+    """Per broker: CPU us per record and per produce request over the timed window; the
+    replication round's mean over every follower fetch in it."""
+    cpu = [a.cpu_s - b.cpu_s for a, b in zip(after, before, strict=True)]
+    requests = [a.produce_requests - b.produce_requests for a, b in zip(after, before, strict=True)]
+    rounds = sum(a.rounds - b.rounds for a, b in zip(after, before, strict=True))
+    round_ms = sum(a.round_ms - b.round_ms for a, b in zip(after, before, strict=True))
+    return {
+        "cpu_s": [round(c, 3) for c in cpu],
+        "cpu_us_per_record": [round(c / max(records, 1) * 1e6, 2) for c in cpu],
+        "cpu_us_per_record_total": round(sum(cpu) / max(records, 1) * 1e6, 2),
+        "produce_requests": [int(r) for r in requests],
+        "cpu_us_per_produce_request": [
+            round(c / r * 1e6, 1) if r else None for c, r in zip(cpu, requests, strict=True)
+        ],
+        "replication_round_ms": round(round_ms / rounds, 3) if rounds else None,
+    }
+
+
+def steady_case(
+    running: Running,
+    urls: list[str | None],
+    n: int,
+    rf: int,
+    mode: str,
+    plan: Plan,
+    console: Console,
+) -> dict[str, object]:
+    """Keyed 100 B records, acks=all, into a topic of `n` partitions: just created (`new
+    topic`: each partition's first append is timed), or after one record per partition
+    and a settle (`steady`)."""
+    topic = f"{'new' if mode == 'new topic' else 'steady'}-{n}-rf{rf}-{int(time.time() * 1000)}"
+    create_topic(running.bootstrap, topic, n, rf)
+    steady = mode == "steady"
+    samples: list[list[BrokerCounters]] = []
+
+    def sample() -> None:
+        samples.append(
+            [
+                broker_counters(pid, url)
+                for pid, url in zip(running.pids, urls or [None] * len(running.pids), strict=True)
+            ]
+        )
+
+    if steady:
+        produce_throughput(
+            running.bootstrap, topic, RECORD_SIZE, 0, "all", plan.max_s, client=CLIENT, partitions=n
+        )
+        settle(running.pids, 1.0)
+    produced = produce_throughput(
+        running.bootstrap,
+        topic,
+        RECORD_SIZE,
+        plan.records,
+        "all",
+        plan.max_s,
+        client=CLIENT,
+        partitions=n,
+        keyed=True,
+        warm_every_partition=steady,
+        on_start=sample,
+    )
+    sample()
+    costs = produce_costs(samples[0], samples[1], produced.records)
+    console.log(
+        f"  {mode}: {produced.msgs_per_s:,.0f} msgs/s; broker CPU us/record "
+        f"{costs['cpu_us_per_record']} (total {costs['cpu_us_per_record_total']}), "
+        f"us/produce request {costs['cpu_us_per_produce_request']}, "
+        f"replication round {costs['replication_round_ms']} ms"
+    )
+    return {"produce_msgs_s": round(produced.msgs_per_s), "records": produced.records, **costs}
+
+
+def steady_main(args: argparse.Namespace, plan: Plan, partitions: list[int]) -> int:
+    keep = Path(args.keep).resolve() if args.keep else None
+    console = Console(stderr=True)
+    results: dict[str, dict[str, dict[int, dict[str, object]]]] = {}
+    errors: dict[str, str] = {}
+    began = time.monotonic()
+    for target, rf in STEADY_SERIES:
+        name = series_name(target, rf)
+        results[name] = {mode: {} for mode in MODES}
+        for n in partitions:
+            console.rule(f"{name}, {n} partitions")
+            try:
+                started: contextlib.AbstractContextManager[Running] = (
+                    strandline_cluster(keep, f"steady-rf{rf}-p{n}")
+                    if target == "strandline"
+                    else tansu_target()
+                )
+                with started as running:
+                    for mode in MODES:
+                        results[name][mode][n] = steady_case(
+                            running, running.metrics_urls, n, rf, mode, plan, console
+                        )
+            except Exception as exc:  # one broken case must not hide the others
+                errors[f"{name} p={n}"] = f"{type(exc).__name__}: {exc}"
+                console.log(traceback.format_exc())
+    png = Path(args.png)
+    try:
+        draw_steady(results, png)
+        console.log(f"wrote {png}")
+    except Exception as exc:
+        errors["png"] = f"{type(exc).__name__}: {exc}"
+    summary: dict[str, object] = {
+        "mode": "steady",
+        "plan": "quick" if args.quick else "full",
+        "records": plan.records,
+        "partitions": partitions,
+        "results": {
+            name: {mode: {str(n): c for n, c in cases.items()} for mode, cases in by_mode.items()}
+            for name, by_mode in results.items()
+        },
+        "ratios": steady_ratios(results, partitions),
+        "png": str(png),
+    }
+    return finish_report(
+        lambda: render_steady(results, partitions, errors, Console(width=200)),
+        summary,
+        errors,
+        began,
+    )
+
+
+def _msgs(
+    results: dict[str, dict[str, dict[int, dict[str, object]]]], name: str, mode: str, n: int
+) -> float | None:
+    case = results.get(name, {}).get(mode, {}).get(n)
+    return None if case is None else float(str(case["produce_msgs_s"]))
+
+
+def steady_ratios(
+    results: dict[str, dict[str, dict[int, dict[str, object]]]], partitions: list[int]
+) -> dict[str, float | None]:
+    """The issue's targets, from this run: each count against 100 partitions rf=3 (same
+    mode), CPU per record against 100's, and rf=1 against Tansu."""
+    ratios: dict[str, float | None] = {}
+    base_n = min(partitions)
+    for mode in MODES:
+        base = _msgs(results, "strandline rf=3", mode, base_n)
+        for n in partitions:
+            if n == base_n:
+                continue
+            got = _msgs(results, "strandline rf=3", mode, n)
+            ratios[f"rf3 {mode} {n}/{base_n}"] = (
+                round(got / base, 3) if got is not None and base else None
+            )
+    steady = results.get("strandline rf=3", {}).get("steady", {})
+    if base_n in steady:
+        base_cpu = float(str(steady[base_n]["cpu_us_per_record_total"]))
+        for n in partitions:
+            if n != base_n and n in steady:
+                ratios[f"rf3 steady cpu/record {n}/{base_n}"] = round(
+                    float(str(steady[n]["cpu_us_per_record_total"])) / base_cpu, 3
+                )
+    for mode in MODES:
+        for n in partitions:
+            ours = _msgs(results, "strandline rf=1", mode, n)
+            tansu = _msgs(results, "tansu rf=1", mode, n)
+            if ours is not None and tansu:
+                ratios[f"rf1/tansu {mode} {n}"] = round(ours / tansu, 3)
+    return ratios
+
+
+def render_steady(
+    results: dict[str, dict[str, dict[int, dict[str, object]]]],
+    partitions: list[int],
+    errors: dict[str, str],
+    console: Console,
+) -> None:
+    table = Table(
+        title="Small batches: keyed 100 B records, acks=all, linger.ms=5, confluent-kafka "
+        f"({BROKERS} local brokers; tansu: 1 broker, memory)"
+    )
+    for column in (
+        "series",
+        "mode",
+        "partitions",
+        "produce msgs/s",
+        "CPU us/record per broker",
+        "CPU us/record, all",
+        "CPU us/produce request per broker",
+        "replication round ms",
+    ):
+        table.add_column(column, justify="left" if column in ("series", "mode") else "right")
+    for name, by_mode in results.items():
+        for mode, cases in by_mode.items():
+            for n in partitions:
+                case = cases.get(n)
+                if case is None:
+                    table.add_row(name, mode, f"{n:,}", *["failed"] * 5)
+                    continue
+                table.add_row(
+                    name,
+                    mode,
+                    f"{n:,}",
+                    f"{case['produce_msgs_s']:,}",
+                    " / ".join(str(v) for v in case["cpu_us_per_record"]),  # type: ignore[attr-defined]
+                    f"{case['cpu_us_per_record_total']}",
+                    " / ".join(str(v) for v in case["cpu_us_per_produce_request"]),  # type: ignore[attr-defined]
+                    f"{case['replication_round_ms']}",
+                )
+    console.print(table)
+    for key, value in steady_ratios(results, partitions).items():
+        console.print(f"{key}: {value}")
+    for name, error in errors.items():
+        console.print(f"[red]{name} failed:[/red] {error}")
+
+
+def draw_steady(results: dict[str, dict[str, dict[int, dict[str, object]]]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_produce, ax_cpu) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for name, by_mode in results.items():
+        for mode, cases in by_mode.items():
+            ns = sorted(cases)
+            if not ns:
+                continue
+            label = f"{name}, {mode}"
+            style = "-" if mode == "steady" else "--"
+            ax_produce.plot(
+                ns,
+                [float(str(cases[n]["produce_msgs_s"])) for n in ns],
+                style,
+                marker="o",
+                label=label,
+            )
+            if name.startswith("strandline"):
+                ax_cpu.plot(
+                    ns,
+                    [float(str(cases[n]["cpu_us_per_record_total"])) for n in ns],
+                    style,
+                    marker="o",
+                    label=label,
+                )
+    ax_produce.set_ylabel("produce msgs/s (keyed 100 B, acks=all, linger.ms=5)")
+    ax_produce.set_title("Produce throughput: new topic and steady state")
+    ax_cpu.set_ylabel("brokers' CPU us per record (all brokers)")
+    ax_cpu.set_title("Broker CPU per record")
+    for ax in (ax_produce, ax_cpu):
+        ax.set_xscale("log")
+        ax.set_xlabel("partitions")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
 
 
 # --- controller and start-up scaling (`--scaling`) ---------------------------------------
@@ -616,6 +901,10 @@ def render(
         console.print(f"[red]{name} failed:[/red] {error}")
 
 
+DEFAULT_CSV = ",".join(str(n) for n in DEFAULT_PARTITIONS)
+STEADY_DEFAULT = ",".join(str(n) for n in STEADY_PARTITIONS)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -623,8 +912,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer records, shorter windows")
     parser.add_argument(
         "--partitions",
-        default=",".join(str(n) for n in DEFAULT_PARTITIONS),
-        help="comma-separated partition counts (default %(default)s)",
+        help=f"comma-separated partition counts (default {DEFAULT_CSV}; --steady {STEADY_DEFAULT})",
+    )
+    parser.add_argument(
+        "--steady",
+        action="store_true",
+        help="keyed small batches: a new topic and the steady state, CPU per record and "
+        "per produce request, replication round time",
     )
     parser.add_argument("--records", type=int, help="records per case (overrides the plan)")
     parser.add_argument("--png", default=str(Path(__file__).with_name("partitions.png")))
@@ -650,7 +944,10 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     if args.records is not None:
         plan = Plan(args.records, plan.settle_s, plan.idle_s, plan.max_s)
-    partitions = [int(p) for p in args.partitions.split(",") if p.strip()]
+    if args.steady:
+        partitions = [int(p) for p in (args.partitions or STEADY_DEFAULT).split(",") if p.strip()]
+        return steady_main(args, plan, partitions)
+    partitions = [int(p) for p in (args.partitions or DEFAULT_CSV).split(",") if p.strip()]
     keep = Path(args.keep).resolve() if args.keep else None
     console = Console(stderr=True)
     results: dict[str, dict[int, dict[str, object]]] = {}

@@ -17,10 +17,13 @@ from strandline.testing.tansu import tansu_broker
 Target = Callable[[], AbstractContextManager[str]]
 
 
+TANSU_STORAGE = "memory://bench/"
+
+
 @contextlib.contextmanager
 def tansu() -> Iterator[str]:
     """Tansu with in-memory storage: the peer the issue measures against."""
-    with tansu_broker(storage="memory://bench/") as broker:
+    with tansu_broker(storage=TANSU_STORAGE) as broker:
         yield broker.bootstrap
 
 

@@ -102,9 +102,12 @@ def _produce_blocking(
 ) -> None:
     while True:
         try:
-            producer.produce(
-                topic, value=value, key=key, partition=partition, on_delivery=on_delivery
-            )
+            if partition < 0:  # the client's partitioner places the record by its key
+                producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+            else:
+                producer.produce(
+                    topic, value=value, key=key, partition=partition, on_delivery=on_delivery
+                )
             return
         except BufferError:
             producer.poll(0.005)
@@ -119,21 +122,35 @@ def produce_throughput(
     max_seconds: float,
     client: Mapping[str, str] | None = None,
     partitions: int = PARTITIONS,
+    keyed: bool = False,
+    warm_every_partition: bool = True,
+    on_start: Callable[[], None] | None = None,
 ) -> Throughput:
-    """Produce `count` records round-robin over the partitions (or fewer if time runs out)."""
+    """Produce `count` records round-robin over the partitions (or fewer if time runs out).
+
+    `keyed`: each record gets a distinct key and the client's partitioner places it, as
+    an application's keyed records are. `warm_every_partition=False` warms up only the
+    metadata and connections, so the first append to each partition is timed (a new
+    topic); otherwise one record per partition goes first (the steady state). `on_start`
+    runs just before the clock starts (a bench samples its counters there)."""
     producer = Producer({"bootstrap.servers": bootstrap, **(client or {}), "acks": acks})
     tally = _DeliveryTally()
     value = b"v" * record_size
     # Warm-up: metadata and connections exist before the clock starts.
-    for partition in range(partitions):
+    for partition in range(partitions if warm_every_partition else 1):
         _produce_blocking(producer, topic, value, partition, tally)
     producer.flush(15)
     warm = tally.delivered
+    if on_start is not None:
+        on_start()
     start = time.perf_counter()
     deadline = start + max_seconds
     produced = 0
     while produced < count:
-        _produce_blocking(producer, topic, value, produced % partitions, tally)
+        if keyed:
+            _produce_blocking(producer, topic, value, -1, tally, key=b"%d" % produced)
+        else:
+            _produce_blocking(producer, topic, value, produced % partitions, tally)
         produced += 1
         if produced % 1000 == 0:
             producer.poll(0)

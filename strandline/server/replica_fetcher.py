@@ -320,6 +320,7 @@ class ReplicaFetcher:
             ),
             rack_id="",
         )
+        sent = clock.perf_s()
         try:
             response = await conn.send(request, timeout=REQUEST_TIMEOUT_S)
         except BaseException:
@@ -370,6 +371,7 @@ class ReplicaFetcher:
                     self._delayed_until[tp] = clock.monotonic_s() + STORAGE_BACKOFF_S
                 except KafkaError as e:
                     log.error("follower append to %s failed: %s", tp, e)
+        self.manager.metrics.fetcher_round(clock.perf_s() - sent)
 
     async def _on_out_of_range(self, conn: KafkaConnection, hosted: HostedPartition) -> None:
         """Ask the leader for its log start and end, then truncate as Kafka does."""

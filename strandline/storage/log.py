@@ -53,6 +53,7 @@ from strandline.storage.disk import DEFAULT_WRITER
 from strandline.storage.file_region import MIN_REGION_BYTES, Records
 from strandline.storage.index import Writer
 from strandline.storage.leader_epoch_cache import (
+    EpochEntry,
     LeaderEpochCache,
     parse_checkpoint,
     render_checkpoint,
@@ -137,6 +138,8 @@ class Log:
         self.log_start_offset = 0
         self.recovery_point = 0
         self.leader_epoch_cache = LeaderEpochCache()
+        # The checkpoint file holds entries not yet fsynced (written by an append).
+        self._epoch_checkpoint_unsynced = False
         self.producer_state = ProducerStateManager()
         self.unflushed_messages = 0
         self.last_flush_ms = now_ms
@@ -220,7 +223,9 @@ class Log:
             if clean_shutdown or recovered
             else min(recovery_point, self.log_end_offset)
         )
-        self._load_leader_epoch_cache()
+        # After an unclean shutdown, batches from the recovery point on may carry epochs
+        # whose checkpoint entry was not yet synced.
+        self._load_leader_epoch_cache(None if clean_shutdown else recovery_point)
         if rebuild_txn_index_from is not None:
             recovered_segments = [
                 s for s in self.segments if s.base_offset >= rebuild_txn_index_from
@@ -297,40 +302,66 @@ class Log:
     def _epoch_checkpoint_path(self) -> Path:
         return self.dir / LEADER_EPOCH_CHECKPOINT
 
-    def _load_leader_epoch_cache(self) -> None:
+    def _load_leader_epoch_cache(self, rebuild_from: int | None) -> None:
+        """Read the leader-epoch checkpoint and complete it from the log itself.
+
+        Appends write the checkpoint without fsync (KAFKA-15046: the fsync on every
+        follower's first append of an epoch held up its fetches); `flush` makes it
+        durable before the recovery point moves past its entries. So after an unclean
+        shutdown the file may miss the epochs of batches at or past the recovery point
+        (`rebuild_from`): every batch carries its partition leader epoch, and those
+        epochs are assigned again from the batches. An unreadable or missing file of a
+        log that has data is rebuilt from every batch."""
         path = self._epoch_checkpoint_path
-        entries = []
-        readable = True
+        entries: list[EpochEntry] = []
+        missing = False
+        trusted = True
         try:
             entries = parse_checkpoint(path.read_text())
         except FileNotFoundError:
-            # A new log (or one that crashed before its first checkpoint): no entries.
-            # Kafka creates the file empty, unsynced: "no entries" needs no fsync, since
-            # a torn or missing copy of it reads back as no entries too. Two fsyncs per
-            # new partition were most of a large topic's creation time (issue 14).
-            cache = LeaderEpochCache()
-            self.leader_epoch_cache = cache
-            _create_empty_file(path, render_checkpoint(cache.entries))
-            return
+            missing = True
+            trusted = False
         except ValueError as exc:
             logger.warning("ignoring unreadable leader-epoch-checkpoint of %s: %s", self.tp, exc)
-            readable = False
+            trusted = False
         cache = LeaderEpochCache(entries)
         before = cache.entries
+        if not trusted:
+            rebuild_from = self.log_start_offset
+        if rebuild_from is not None and rebuild_from < self.log_end_offset:
+            for header in self._headers_from(max(rebuild_from, self.log_start_offset)):
+                if header.partition_leader_epoch >= 0:
+                    cache.assign(header.partition_leader_epoch, header.base_offset)
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
         self.leader_epoch_cache = cache
-        if cache.entries != before or not readable:
+        if missing and not cache.entries:
+            # A new log: Kafka creates the file empty, unsynced: "no entries" needs no
+            # fsync, since a torn or missing copy of it reads back as no entries too.
+            # Two fsyncs per new partition were most of a large topic's creation time.
+            _create_empty_file(path, render_checkpoint(cache.entries))
+        elif cache.entries != before or not trusted:
             self._write_epoch_checkpoint(cache)
 
     def _write_epoch_checkpoint(self, cache: LeaderEpochCache) -> None:
         write_atomically(self._epoch_checkpoint_path, render_checkpoint(cache.entries))
+        self._epoch_checkpoint_unsynced = False
 
-    def _update_epoch_cache(self, change: LeaderEpochCache) -> None:
-        """Persist a changed cache first, then adopt it: memory never runs ahead of disk."""
+    def _update_epoch_cache(self, change: LeaderEpochCache, durable: bool = True) -> None:
+        """Persist a changed cache first, then adopt it: memory never runs ahead of the
+        file. `durable=False` (the append paths) replaces the file without fsync; the
+        next `flush` syncs it before the recovery point covers its entries."""
         if change.entries != self.leader_epoch_cache.entries:
-            self._write_epoch_checkpoint(change)
+            if durable:
+                self._write_epoch_checkpoint(change)
+            else:
+                _replace_unsynced(self._epoch_checkpoint_path, render_checkpoint(change.entries))
+                self._epoch_checkpoint_unsynced = True
             self.leader_epoch_cache = change
+
+    def _sync_epoch_checkpoint(self) -> None:
+        if self._epoch_checkpoint_unsynced:
+            self._write_epoch_checkpoint(self.leader_epoch_cache)
 
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
         """A new leader epoch starts at `start_offset` (this broker became leader)."""
@@ -440,7 +471,9 @@ class Log:
             return AppendInfo(leo, leo - 1, -1, 0, -1)
         headers = list(iter_batches(records, verify_crc=True))
         expected = self.log_end_offset
-        cache = self.leader_epoch_cache.copy()
+        # Copied only when a batch opens a newer epoch: most appends carry none.
+        changed: LeaderEpochCache | None = None
+        latest_epoch = self.leader_epoch_cache.latest_epoch
         record_count = 0
         max_timestamp = -1
         for header in headers:
@@ -450,13 +483,16 @@ class Log:
                 )
             expected = header.next_offset
             record_count += header.record_count
-            max_timestamp = max(max_timestamp, header.max_timestamp)
-            if header.partition_leader_epoch >= 0:
-                cache.assign(header.partition_leader_epoch, header.base_offset)
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+            if header.partition_leader_epoch > latest_epoch:
+                if changed is None:
+                    changed = self.leader_epoch_cache.copy()
+                changed.assign(header.partition_leader_epoch, header.base_offset)
+                latest_epoch = header.partition_leader_epoch
         batches = [
             (h.position, h.base_offset, h.size, h.last_offset, h.max_timestamp) for h in headers
         ]
-        changed = cache if cache.entries != self.leader_epoch_cache.entries else None
         self._append(records, batches, now_ms, record_count, changed)
         # Replication origin: the leader already checked the sequences.
         state = self.producer_state
@@ -510,7 +546,7 @@ class Log:
         try:
             if cache is not None:
                 # The epoch entry may safely run ahead of the data (it names the next offset).
-                self._update_epoch_cache(cache)
+                self._update_epoch_cache(cache, durable=False)
             if self._should_roll(len(data), first_offset, last_offset, now_ms):
                 rolled_from = self.active_segment
                 self._roll(first_offset, now_ms)
@@ -1175,6 +1211,8 @@ class Log:
 
         started = time.perf_counter()
         self._guarded(sync, "flush")
+        # The epochs of the data now flushed must survive a crash with it.
+        self._guarded(self._sync_epoch_checkpoint, "leader-epoch-checkpoint sync")
         if self.on_flushed is not None:
             self.on_flushed(time.perf_counter() - started)
         self.recovery_point = self.log_end_offset
@@ -1198,6 +1236,7 @@ class Log:
             # A log that never saw an idempotent producer nor rolled has nothing to remember.
             if self.producer_state.producers or self._snapshot_offsets():
                 self._take_snapshot()
+            self._sync_epoch_checkpoint()
         except OSError as exc:
             # The next open replays from an older snapshot: slower, never wrong.
             logger.warning("producer-state snapshot of %s on close failed: %s", self.tp, exc)
@@ -1254,6 +1293,20 @@ def _write_bytes_atomically(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def _replace_unsynced(path: Path, text: str) -> None:
+    """tmp + rename without fsync: readers never see a torn file while the broker runs;
+    after a crash the file may be the old one, or unreadable (both handled on load)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(text.encode())
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 def _create_empty_file(path: Path, text: str) -> None:

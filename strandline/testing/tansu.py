@@ -40,6 +40,7 @@ class TansuUnavailableError(RuntimeError):
 class TansuBroker:
     host: str
     port: int
+    pid: int = 0  # the Tansu process, for benches that measure its CPU time
 
     @property
     def bootstrap(self) -> str:
@@ -127,6 +128,6 @@ def tansu_broker(
         )
         try:
             _wait_ready(proc, LOOPBACK, port, start_timeout_s, out)
-            yield TansuBroker(LOOPBACK, port)
+            yield TansuBroker(LOOPBACK, port, proc.pid)
         finally:
             _stop(proc, stop_grace_s)

@@ -447,3 +447,86 @@ def test_a_torn_epoch_checkpoint_reads_as_no_entries_and_is_rewritten(tmp_path: 
     again = open_log(tmp_path)
     assert again.leader_epoch_cache.entries == []
     assert (again.dir / "leader-epoch-checkpoint").read_text() == "0\n0\n"
+
+
+def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    return synced
+
+
+def test_a_follower_append_of_a_new_epoch_does_not_sync_until_the_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KAFKA-15046: the follower's first append of each epoch wrote the checkpoint with
+    two fsyncs on its fetch path (a fifth of a leader's time on a new topic). The file
+    is replaced unsynced, and the flush syncs it before the recovery point moves."""
+    leader = open_log(tmp_path / "leader")
+    fill(leader, 2, epoch=1)
+    fill(leader, 2, epoch=3)
+    follower = open_log(tmp_path / "follower")
+    synced = _count_fsyncs(monkeypatch)
+    follower.append_as_follower(leader.read(0, 1 << 20).records, now_ms=0)
+    assert synced == []
+    checkpoint = follower.dir / "leader-epoch-checkpoint"
+    assert checkpoint.read_text() == "0\n2\n1 0\n3 6\n"  # visible at once, not yet durable
+    follower.flush(0)
+    assert len(synced) >= 2  # the segment, the checkpoint and its directory
+    assert follower.recovery_point == 12
+    synced.clear()
+    follower.flush(0)
+    assert all(fd != -1 for fd in synced)
+    follower.close()
+
+
+def _leader_with_epochs(path: Path) -> Log:
+    leader = open_log(path)
+    fill(leader, 2, epoch=1)  # offsets 0-5
+    fill(leader, 2, epoch=3)  # offsets 6-11
+    fill(leader, 2, epoch=4)  # offsets 12-17
+    return leader
+
+
+@pytest.mark.parametrize(
+    "left_by_crash",
+    [
+        "0\n1\n1 0\n",  # the copy synced at the last flush: epochs 3 and 4 not in it
+        "0\n",  # torn
+        None,  # missing
+    ],
+)
+def test_epochs_missing_from_the_checkpoint_after_a_crash_are_rebuilt_from_the_batches(
+    tmp_path: Path, left_by_crash: str | None
+) -> None:
+    """The checkpoint may lag the data after an unclean shutdown (appends do not sync
+    it); every batch carries its epoch, so recovery assigns them again and
+    OffsetForLeaderEpoch answers as before the crash."""
+    leader = _leader_with_epochs(tmp_path / "leader")
+    follower = open_log(tmp_path / "follower")
+    follower.append_as_follower(leader.read(0, 1 << 20).records, now_ms=0)
+    expected = follower.leader_epoch_cache.entries
+    assert expected == [EpochEntry(1, 0), EpochEntry(3, 6), EpochEntry(4, 12)]
+    follower.close()
+    checkpoint = follower.dir / "leader-epoch-checkpoint"
+    if left_by_crash is None:
+        checkpoint.unlink()
+    else:
+        checkpoint.write_text(left_by_crash)
+    # Flushed up to offset 6 before the crash: the recovery point says so.
+    again = open_log(tmp_path / "follower", recovery_point=6)
+    assert again.leader_epoch_cache.entries == expected
+    assert checkpoint.read_text() == "0\n3\n1 0\n3 6\n4 12\n"  # rewritten, durably
+    assert again.leader_epoch_cache.end_offset_for(3, again.log_end_offset) == (3, 12)
+
+
+def test_a_stale_checkpoint_entry_past_the_recovered_data_is_dropped(tmp_path: Path) -> None:
+    """The other way round: an entry written for data the crash took (its batches were
+    never flushed and are cut by recovery) goes with them."""
+    leader = _leader_with_epochs(tmp_path / "leader")
+    follower = open_log(tmp_path / "follower")
+    follower.append_as_follower(leader.read(0, 1 << 20, max_offset=12).records, now_ms=0)
+    follower.close()
+    (follower.dir / "leader-epoch-checkpoint").write_text("0\n3\n1 0\n3 6\n4 40\n")
+    again = open_log(tmp_path / "follower", recovery_point=0)
+    assert again.leader_epoch_cache.entries == [EpochEntry(1, 0), EpochEntry(3, 6)]
