@@ -49,7 +49,8 @@ FIRST_FLEXIBLE = 9
 
 
 class PartitionProduceData(NamedTuple):
-    index: int
+    # kio's name, which hides tuple.index (a method no one calls on these).
+    index: int  # type: ignore[assignment]
     records: bytes | None
 
 
