@@ -31,7 +31,7 @@ from strandline.protocol.produce_codec import (
 from strandline.server.apis.produce import _as_datetime
 
 VERSIONS = range(3, 10)
-EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 i16 = st.integers(-(2**15), 2**15 - 1)
 i32 = st.integers(-(2**31), 2**31 - 1)
@@ -270,14 +270,15 @@ def test_flexible_null_array_and_bad_varint_are_refused() -> None:
 
 
 @pytest.mark.parametrize("version", [3, 8, 9])
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(data=st.data())
-def test_corrupted_requests_fail_cleanly_and_never_where_kio_accepts_differently(
-    version: int, data: st.DataObject
-) -> None:
+def test_corrupted_requests_fail_cleanly(version: int, data: st.DataObject) -> None:
     """Differential fuzzing: overwrite a few bytes of a valid request. Ours raises only
-    ProtocolError; where kio accepts, ours reads the same values unless kio read a null
-    array (refused here, as Kafka refuses it)."""
+    ProtocolError, and what it accepts kio reads to the same values. kio is asked only
+    about what ours accepts: kio 0.6.5's native reader aborts the whole process (a Rust
+    allocation failure, not an exception) on a compact array count larger than the
+    bytes that follow. Where kio refuses an unknown tagged field, ours skips it, as
+    KIP-482 (and Kafka) says."""
     header, frame, pos = sample_frame(version)
     body = bytearray(frame)
     for _ in range(data.draw(st.integers(1, 3))):
@@ -285,13 +286,22 @@ def test_corrupted_requests_fail_cleanly_and_never_where_kio_accepts_differently
         body[at] = data.draw(st.integers(0, 255))
     corrupted = bytes(body)
     try:
-        oracle: Any = decode_request(header, corrupted, pos)
+        ours = decode_produce_request(version, corrupted, pos)
     except ProtocolError:
-        oracle = None
-    try:
-        ours: Any = decode_produce_request(version, corrupted, pos)
-    except ProtocolError as e:
-        assert oracle is None or "is null" in str(e), (oracle, e)
         return
-    assert oracle is not None
+    try:
+        oracle = decode_request(header, corrupted, pos)
+    except ProtocolError as e:
+        # Unknown tagged fields are skipped, as KIP-482 (and Kafka) says; kio refuses them.
+        assert "Unknown tagged field" in str(e)
+        return
     assert values(ours) == values(oracle)
+
+
+def test_huge_array_count_is_refused_without_allocating() -> None:
+    """The request that makes kio 0.6.5 abort the process (it reserves memory for the
+    count it read): a topic_data count of 2**32 - 2 followed by nothing."""
+    _header, frame, pos = sample_frame(9)
+    topics_at = pos + 1 + 3 + 2 + 4
+    with pytest.raises(ProtocolError, match="IndexError"):
+        decode_produce_request(9, frame[:topics_at] + b"\xff\xff\xff\xff\x0f", pos)
