@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from kio.serial import entity_reader
@@ -58,6 +60,10 @@ def decode_response(
     return int(header.correlation_id), response
 
 
+def _decode_body(response_type: type[Any], payload: bytes) -> Any:
+    return decode_response(payload, response_type)[1]
+
+
 class KafkaConnection:
     """One asyncio connection; concurrent `send` calls are pipelined and matched to
     their responses by correlation id."""
@@ -72,7 +78,8 @@ class KafkaConnection:
         self._writer = writer
         self.client_id = client_id
         self._next_correlation_id = 0
-        self._pending: dict[int, tuple[type[Any], asyncio.Future[Any]]] = {}
+        # correlation id -> (how to decode its response's payload, who waits for it)
+        self._pending: dict[int, tuple[Callable[[bytes], Any], asyncio.Future[Any]]] = {}
         self._closed_error: BaseException | None = None
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
@@ -147,8 +154,36 @@ class KafkaConnection:
             self._writer.write(frame)
             await self._writer.drain()
             return None
+        return await self._exchange(
+            correlation_id,
+            frame,
+            partial(_decode_body, response_type or response_type_for(request)),
+            timeout,
+        )
+
+    async def send_framed(
+        self,
+        encode: Callable[[int], bytes],
+        decode: Callable[[bytes], Any],
+        timeout: float | None = None,
+    ) -> Any:
+        """Send a request framed by a hand-written encoder (`encode(correlation_id)`)
+        and return `decode(payload)` of its response: the replica fetcher's Fetch."""
+        if self._closed_error is not None:
+            raise KafkaConnectionError(f"connection closed: {self._closed_error}")
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        return await self._exchange(correlation_id, encode(correlation_id), decode, timeout)
+
+    async def _exchange(
+        self,
+        correlation_id: int,
+        frame: bytes,
+        decode: Callable[[bytes], Any],
+        timeout: float | None,
+    ) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = (response_type or response_type_for(request), future)
+        self._pending[correlation_id] = (decode, future)
         # Registered and written with no await in between: pipelining keeps order.
         self._writer.write(frame)
         try:
@@ -170,11 +205,11 @@ class KafkaConnection:
                 entry = self._pending.get(correlation_id)
                 if entry is None:
                     continue  # its sender timed out and left
-                response_type, future = entry
+                decode, future = entry
                 if future.done():
                     continue
                 try:
-                    future.set_result(decode_response(payload, response_type)[1])
+                    future.set_result(decode(payload))
                 except Exception as exc:  # noqa: BLE001 - a bad response fails its sender
                     future.set_exception(exc)
         except asyncio.IncompleteReadError:

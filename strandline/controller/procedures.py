@@ -681,12 +681,16 @@ class ControllerCore:
                 # partition still needs a new leader (or a smaller ISR) from the state
                 # read now, or it stays offline until the next broker change.
                 live = ctx.live_broker_ids
-                dead = {
-                    r
-                    for tp in stale
-                    if (state := ctx.partition_states.get(tp)) is not None
-                    for r in (*state.isr, state.leader)
-                } - live - {-1}
+                dead = (
+                    {
+                        r
+                        for tp in stale
+                        if (state := ctx.partition_states.get(tp)) is not None
+                        for r in (*state.isr, state.leader)
+                    }
+                    - live
+                    - {-1}
+                )
                 conflicted = set(stale)
                 again = [
                     e

@@ -37,6 +37,7 @@ from strandline.server.apis import REGISTRY
 from strandline.server.apis.api_versions import API_KEY as API_VERSIONS
 from strandline.server.apis.api_versions import unsupported_version_response
 from strandline.server.apis.groups import CLIENT_ADDRESS
+from strandline.server.apis.registry import FramedResponse
 from strandline.server.config import BrokerConfig
 from strandline.server.connection_quotas import ConnectionLimits, ConnectionQuotas, IdleTracker
 from strandline.server.context import BrokerContext
@@ -257,7 +258,10 @@ class SocketServer:
                 f"API key {header.api_key} version {header.api_version} is not supported "
                 f"(supported: {spec.min_version}..{spec.max_version})"
             )
-        request = decode_request(header, frame, pos)
+        if spec.decode is not None:
+            request = spec.decode(header.api_version, frame, pos)
+        else:
+            request = decode_request(header, frame, pos)
         timing = RequestTiming(header.api_key, header.api_version, received)
         return asyncio.ensure_future(self._handle(spec.handler, header, request, timing)), timing
 
@@ -270,6 +274,8 @@ class SocketServer:
         encoded: Response
         if response is None:
             encoded = None
+        elif isinstance(response, FramedResponse):
+            encoded = response.chunks
         elif header.api_key == FETCH:
             # Its records may be FileRegions: framed as chunks, sent without a copy.
             encoded = encode_chunked_response(header.correlation_id, response)

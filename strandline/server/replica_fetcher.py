@@ -9,22 +9,26 @@ replica id. The decisions come from the pure `FollowerState`; this module does I
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
+from functools import partial
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i32Timedelta, i64
+from kio.static.primitive import i8, i32, i64
 
 from strandline.client.connection import KafkaConnection
 from strandline.client.fetch_session import FetchSessionHandler
 from strandline.client.security import ClientSecurity
 from strandline.errors import KafkaError, StorageError
 from strandline.protocol.controller_requests import BrokerInfo
+from strandline.protocol.fetch_codec import (
+    FetchResponse,
+    decode_fetch_response_v12,
+    encode_fetch_request_v12,
+)
 from strandline.replication.follower import FetchState
 from strandline.replication.truncation import EpochEndOffset, truncation_on_offset_out_of_range
 from strandline.server import clock
@@ -36,7 +40,7 @@ from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartitio
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-FETCH_MAX_WAIT = i32Timedelta.parse(datetime.timedelta(milliseconds=500))
+FETCH_MAX_WAIT_MS = 500
 PARTITION_MAX_BYTES = 1 << 20
 RESPONSE_MAX_BYTES = 10 << 20
 BACKOFF_S = 0.1
@@ -287,42 +291,45 @@ class ReplicaFetcher:
         session = self._session
         plan = session.plan(wanted, self._changed)
         self._changed = set()
-        request = fetch_v12.FetchRequest(
-            replica_id=BrokerId(self.manager.broker_id),
-            max_wait=FETCH_MAX_WAIT,
-            min_bytes=i32(1),
-            max_bytes=i32(RESPONSE_MAX_BYTES),
-            isolation_level=i8(0),
-            session_id=i32(plan.session_id),
-            session_epoch=i32(plan.epoch),
-            topics=tuple(
-                fetch_v12.FetchTopic(
-                    topic=TopicName(topic),
-                    partitions=tuple(
-                        fetch_v12.FetchPartition(
-                            partition=i32(tp.partition),
-                            current_leader_epoch=i32(p.leader_epoch),
-                            fetch_offset=i64(p.fetch_offset),
-                            last_fetched_epoch=i32(-1),
-                            log_start_offset=i64(p.log_start_offset),
-                            partition_max_bytes=i32(p.max_bytes),
-                        )
-                        for tp, p in by_topic
-                    ),
-                )
-                for topic, by_topic in _group_by_topic(plan.to_send)
-            ),
-            forgotten_topics_data=tuple(
-                fetch_v12.ForgottenTopic(
-                    topic=TopicName(topic), partitions=tuple(i32(tp.partition) for tp, _ in tps)
-                )
-                for topic, tps in _group_by_topic(dict.fromkeys(plan.forgotten))
-            ),
-            rack_id="",
+        to_send = [
+            (
+                topic,
+                [
+                    (
+                        tp.partition,
+                        p.leader_epoch,
+                        p.fetch_offset,
+                        -1,
+                        p.log_start_offset,
+                        p.max_bytes,
+                    )
+                    for tp, p in by_topic
+                ],
+            )
+            for topic, by_topic in _group_by_topic(plan.to_send)
+        ]
+        forgotten = [
+            (topic, [tp.partition for tp, _ in tps])
+            for topic, tps in _group_by_topic(dict.fromkeys(plan.forgotten))
+        ]
+        encode = partial(
+            encode_fetch_request_v12,
+            client_id=conn.client_id,
+            replica_id=self.manager.broker_id,
+            max_wait_ms=FETCH_MAX_WAIT_MS,
+            min_bytes=1,
+            max_bytes=RESPONSE_MAX_BYTES,
+            isolation_level=0,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+            topics=to_send,
+            forgotten=forgotten,
         )
         sent = clock.perf_s()
         try:
-            response = await conn.send(request, timeout=REQUEST_TIMEOUT_S)
+            response: FetchResponse = await conn.send_framed(
+                encode, _decode_fetch_response, timeout=REQUEST_TIMEOUT_S
+            )
         except BaseException:
             session.on_failure()
             raise
@@ -421,6 +428,10 @@ class ReplicaFetcher:
         else:
             log.debug("fetcher: %s answered %s; retrying after a back-off", tp, error.name)
             self._delayed_until[tp] = clock.monotonic_s() + BACKOFF_S
+
+
+def _decode_fetch_response(payload: bytes) -> FetchResponse:
+    return decode_fetch_response_v12(payload)[1]
 
 
 def _group_by_topic(

@@ -660,7 +660,7 @@ class ReplicaManager:
     def append_as_follower(
         self,
         hosted: HostedPartition,
-        records: bytes,
+        records: bytes | memoryview,
         leader_high_watermark: int,
         leader_log_start_offset: int,
         now_ms: int,

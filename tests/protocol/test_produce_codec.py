@@ -28,7 +28,6 @@ from strandline.protocol.produce_codec import (
     decode_produce_request,
     encode_produce_response,
 )
-from strandline.server.apis.produce import _as_datetime
 
 VERSIONS = range(3, 10)
 EXAMPLES = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -40,6 +39,13 @@ names = st.text(max_size=12)  # unicode, empty included
 nullable_names = st.none() | names
 records = st.none() | st.binary(max_size=200)
 client_ids = st.none() | st.text(max_size=8)
+
+
+def _as_datetime(ms: int) -> datetime.datetime | None:
+    """kio's log_append_time for what the handler answers in ms (-1: none)."""
+    if ms < 0:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
 def request_module(version: int) -> Any:

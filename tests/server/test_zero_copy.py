@@ -16,7 +16,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from strandline.protocol.controller_requests import PartitionState
-from strandline.protocol.fetch_response import Chunk, close_regions, encode_chunked_response
+from strandline.protocol.fetch_response import Chunk, close_regions
 from strandline.server.apis import fetch
 from strandline.server.fetch_session import PartitionPosition
 from strandline.server.replica_manager import READ_COMMITTED, ReplicaManager
@@ -175,9 +175,7 @@ def test_fetch_reads_regions_only_on_connections_that_send_them(tmp_path: Path) 
             results = fetch._collect(ctx, wanted, 50 << 20, -1, set(), READ_COMMITTED)
             records = results[tp][1]
             size = len(records)
-            chunks = encode_chunked_response(
-                9, fetch._response(12, [tp], results, 0, ErrorCode.none)
-            )
+            chunks = fetch._response(12, 9, [tp], results, 0, ErrorCode.none).chunks
             framed = b"".join(c.read() if isinstance(c, FileRegion) else bytes(c) for c in chunks)
             close_regions(chunks)
             return (type(records), size, results[tp][5]), framed

@@ -15,14 +15,16 @@ from kio.schema.errors import ErrorCode
 
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
-from strandline.protocol.messages import build, response_class
+from strandline.protocol.fetch_codec import (
+    FetchPartitionResult,
+    decode_fetch_request,
+    encode_fetch_response,
+)
 from strandline.security.acl import AclOperation, ResourceType
-from strandline.server.apis.api_versions import NO_THROTTLE
-from strandline.server.apis.registry import api
+from strandline.server.apis.registry import FramedResponse, api
 from strandline.server.authz import authorized_names, cluster_authorized
 from strandline.server.context import BrokerContext
 from strandline.server.fetch_session import (
-    FINAL_EPOCH,
     INVALID_SESSION_ID,
     PartitionAnswer,
     PartitionPosition,
@@ -36,29 +38,30 @@ from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
 
 API_KEY = 1
+NO_THROTTLE_MS = 0
 
 
-@api(API_KEY, 4, 12)
+@api(API_KEY, 4, 12, decode=decode_fetch_request)
 async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     rm = ctx.replica_manager
     replica_id = request.replica_id
     fetch = rm.fetch_sessions.open_fetch(
-        getattr(request, "session_id", INVALID_SESSION_ID),
-        getattr(request, "session_epoch", FINAL_EPOCH),
+        request.session_id,
+        request.session_epoch,
         replica_id,
         {
             TopicPartition(t.topic, p.partition): PartitionPosition(
                 p.fetch_offset,
                 p.partition_max_bytes,
-                getattr(p, "current_leader_epoch", -1),
-                getattr(p, "log_start_offset", -1),
+                p.current_leader_epoch,
+                p.log_start_offset,
             )
             for t in request.topics
             for p in t.partitions
         },
         (
             TopicPartition(f.topic, partition)
-            for f in getattr(request, "forgotten_topics_data", ())
+            for f in request.forgotten_topics_data
             for partition in f.partitions
         ),
         ctx.now_ms(),
@@ -66,7 +69,9 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     if isinstance(fetch, ErrorCode):
         # FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH: the fetcher starts a
         # new session with a full fetch.
-        return _response(header.api_version, [], {}, INVALID_SESSION_ID, fetch)
+        return _response(
+            header.api_version, header.correlation_id, [], {}, INVALID_SESSION_ID, fetch
+        )
     if fetch.session is not None:
         rm.note_session_fetch(replica_id, fetch.session.id)
     # What to read: partition -> position (a copy: a waiting session fetch grows its own).
@@ -87,7 +92,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     def held() -> set[TopicPartition]:
         return throttled if throttled and throttle.leader.exceeded(throttle.clock()) else set()
 
-    isolation = getattr(request, "isolation_level", 0)
+    isolation = request.isolation_level
     results = _collect(ctx, wanted, request.max_bytes, replica_id, held(), isolation)
     if replica_id >= 0:
         # A follower's fetch offset is its LEO; record it only after reading, so this
@@ -153,7 +158,14 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     for tp in denied:
         results[tp] = (ErrorCode.topic_authorization_failed, b"", -1, -1, -1, None)
     named = fetch.respond(_answers(rm, fetch, wanted, results, replica_id, isolation))
-    return _response(header.api_version, named, results, fetch.session_id, ErrorCode.none)
+    return _response(
+        header.api_version,
+        header.correlation_id,
+        named,
+        results,
+        fetch.session_id,
+        ErrorCode.none,
+    )
 
 
 def _answers(
@@ -252,43 +264,36 @@ def _offsets_or_unknown(ctx: BrokerContext, tp: TopicPartition) -> tuple[int, in
 
 def _response(
     version: int,
+    correlation_id: int,
     named: list[TopicPartition],
     results: dict[TopicPartition, _Result],
     session_id: int,
     error: ErrorCode,
-) -> Any:
-    partition_cls = response_class(API_KEY, version, "PartitionData")
-    topic_cls = response_class(API_KEY, version, "FetchableTopicResponse")
-    by_topic: dict[str, list[Any]] = {}
+) -> FramedResponse:
+    by_topic: dict[str, list[FetchPartitionResult]] = {}
     for tp in named:
         p_error, records, hw, start, lso, aborted = results[tp]
-        by_topic.setdefault(tp.topic, []).append(
-            build(
-                partition_cls,
-                partition_index=tp.partition,
-                error_code=p_error,
-                high_watermark=hw,
-                last_stable_offset=lso,
-                log_start_offset=start,
-                aborted_transactions=None
-                if aborted is None
-                else _aborted_transactions(version, aborted),
-                preferred_read_replica=-1,
-                records=records,
+        partitions = by_topic.get(tp.topic)
+        if partitions is None:
+            partitions = by_topic[tp.topic] = []
+        partitions.append(
+            (
+                tp.partition,
+                p_error,
+                hw,
+                lso,
+                start,
+                None if aborted is None else [(a.producer_id, a.first_offset) for a in aborted],
+                records,
             )
         )
-    return build(
-        response_class(API_KEY, version, "FetchResponse"),
-        throttle_time=NO_THROTTLE,
-        error_code=error,
-        session_id=session_id,
-        responses=tuple(
-            build(topic_cls, topic=topic, partitions=tuple(partitions))
-            for topic, partitions in by_topic.items()
-        ),
+    return FramedResponse(
+        encode_fetch_response(
+            version,
+            correlation_id,
+            list(by_topic.items()),
+            error_code=error,
+            session_id=session_id,
+            throttle_ms=NO_THROTTLE_MS,
+        )
     )
-
-
-def _aborted_transactions(version: int, aborted: list[AbortedTxn]) -> tuple[Any, ...]:
-    cls = response_class(API_KEY, version, "AbortedTransaction")
-    return tuple(cls(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted)

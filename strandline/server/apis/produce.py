@@ -6,7 +6,6 @@ Kafka; the partition's producer state opens the transaction (storage.producer_st
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Hashable
 from typing import Any
@@ -15,16 +14,16 @@ from kio.schema.errors import ErrorCode
 
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
-from strandline.protocol.messages import build, response_class
+from strandline.protocol.produce_codec import decode_produce_request, encode_produce_response
 from strandline.protocol.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
 from strandline.security.acl import AclOperation, ResourceType
-from strandline.server.apis.api_versions import NO_THROTTLE
-from strandline.server.apis.registry import api
+from strandline.server.apis.registry import FramedResponse, api
 from strandline.server.authz import authorized, authorized_names
 from strandline.server.context import BrokerContext
 from strandline.types import TopicPartition
 
 API_KEY = 0
+NO_THROTTLE_MS = 0
 log = logging.getLogger(__name__)
 
 
@@ -51,7 +50,7 @@ class _PartitionOutcome:
         self.message = message
 
 
-@api(API_KEY, 3, 9)
+@api(API_KEY, 3, 9, decode=decode_produce_request)
 async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any | None:
     acks = request.acks
     rm = ctx.replica_manager
@@ -97,7 +96,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         return None
     if acks == -1:
         await _await_replication(ctx, outcomes, request.timeout.total_seconds())
-    return _response(header.api_version, request, outcomes)
+    return _response(header.api_version, header.correlation_id, request, outcomes)
 
 
 def _transactional_id_allowed(ctx: BrokerContext, request: Any) -> bool:
@@ -150,35 +149,29 @@ async def _await_replication(
             o.fail(answer, f"{tp}: {answer.name} while waiting for the ISR")
 
 
-def _response(version: int, request: Any, outcomes: dict[TopicPartition, _PartitionOutcome]) -> Any:
-    partition_cls = response_class(API_KEY, version, "PartitionProduceResponse")
-    topic_cls = response_class(API_KEY, version, "TopicProduceResponse")
+def _response(
+    version: int,
+    correlation_id: int,
+    request: Any,
+    outcomes: dict[TopicPartition, _PartitionOutcome],
+) -> FramedResponse:
     topics = []
     for topic in request.topic_data:
+        name = topic.name
         partitions = []
         for pdata in topic.partition_data:
-            o = outcomes[TopicPartition(topic.name, pdata.index)]
+            o = outcomes[TopicPartition(name, pdata.index)]
             partitions.append(
-                build(
-                    partition_cls,
-                    index=pdata.index,
-                    error_code=o.error,
-                    base_offset=o.base_offset,
-                    log_append_time=_as_datetime(o.log_append_time),
-                    log_start_offset=o.log_start_offset,
-                    record_errors=(),
-                    error_message=o.message,
+                (
+                    pdata.index,
+                    o.error,
+                    o.base_offset,
+                    o.log_append_time,
+                    o.log_start_offset,
+                    o.message,
                 )
             )
-        topics.append(build(topic_cls, name=topic.name, partition_responses=tuple(partitions)))
-    return build(
-        response_class(API_KEY, version, "ProduceResponse"),
-        responses=tuple(topics),
-        throttle_time=NO_THROTTLE,
+        topics.append((name, partitions))
+    return FramedResponse(
+        [encode_produce_response(version, correlation_id, topics, NO_THROTTLE_MS)]
     )
-
-
-def _as_datetime(ms: int) -> datetime.datetime | None:
-    if ms < 0:
-        return None
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
