@@ -4,14 +4,25 @@ cluster of real brokers.
 - DescribeConfigs never returns a password-type value (null, is_sensitive=true), for
   every broker and topic, even to the super user; no file the cluster writes with a
   secret is readable by others (the scan tests);
+- ListOffsets needs DESCRIBE on the topic whatever replica id the request claims, and
+  only a broker (CLUSTER_ACTION) is answered the log end offset;
 """
 
 from __future__ import annotations
 
+import asyncio
 import stat
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v7 import request as list_offsets_v7
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i64
+
+from strandline.client.connection import KafkaConnection
 from strandline.server.broker_configs import is_sensitive
+from strandline.types import LATEST_TIMESTAMP
+from tests.security.test_secured_cluster import add_users, produce, security_for
 
 if TYPE_CHECKING:
     from strandline.cli.local_cluster import LocalCluster
@@ -34,6 +45,25 @@ def admin_client(cluster: LocalCluster) -> Any:
     return AdminClient(
         {"bootstrap.servers": cluster.bootstrap, **cluster.client_config, "log_level": 0}
     )
+
+
+def ask(cluster: LocalCluster, user: tuple[str, str], *requests: Any, broker: int = 1) -> list[Any]:
+    """Each request's answer, sent on one connection logged in as `user` (name, password)."""
+
+    async def run() -> list[Any]:
+        async with await KafkaConnection.open(
+            *cluster.broker_address(broker), timeout=10, security=security_for(cluster, *user)
+        ) as conn:
+            return [await conn.send(r, timeout=10) for r in requests]
+
+    return asyncio.run(run())
+
+
+def admin_of(cluster: LocalCluster) -> tuple[str, str]:
+    return cluster.client_config["sasl.username"], cluster.client_config["sasl.password"]
+
+
+BOB = ("bob", "bob-secret")
 
 
 def secrets_of(cluster: LocalCluster) -> list[str]:
@@ -102,3 +132,42 @@ def test_scan_describe_configs_and_files_hold_no_readable_secret(
     assert not exposed, exposed
     for name in ("cluster.json", "client.properties"):
         assert stat.S_IMODE((cluster.data_dir / name).stat().st_mode) == 0o600
+
+
+# --- finding 5: ListOffsets with a replica id --------------------------------------------------
+
+
+def list_latest(topic: str, replica_id: int) -> Any:
+    return list_offsets_v7.ListOffsetsRequest(
+        replica_id=BrokerId(replica_id),
+        isolation_level=i8(0),
+        topics=(
+            list_offsets_v7.ListOffsetsTopic(
+                name=TopicName(topic),
+                partitions=(
+                    list_offsets_v7.ListOffsetsPartition(
+                        partition_index=i32(0),
+                        current_leader_epoch=i32(-1),
+                        timestamp=i64(LATEST_TIMESTAMP),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def test_list_offsets_claiming_a_replica_id_is_still_authorized(
+    cluster_factory: ClusterFactory,
+) -> None:
+    cluster = cluster_factory(1, security="sasl_ssl")
+    add_users(cluster, dict([BOB]))
+    produce(cluster, "lo-t", 3)
+    for replica_id in (1, 0, 7, -1):
+        (answer,) = ask(cluster, BOB, list_latest("lo-t", replica_id))
+        part = answer.topics[0].partitions[0]
+        assert part.error_code == ErrorCode.topic_authorization_failed, replica_id
+        assert part.offset == -1 and part.timestamp == -1, replica_id
+    # The broker's own principal (here the super user) is answered as a replica.
+    (answer,) = ask(cluster, admin_of(cluster), list_latest("lo-t", 1))
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.none
+    assert answer.topics[0].partitions[0].offset == 3
