@@ -4,6 +4,8 @@ cluster of real brokers.
 - DescribeConfigs never returns a password-type value (null, is_sensitive=true), for
   every broker and topic, even to the super user; no file the cluster writes with a
   secret is readable by others (the scan tests);
+- a client never writes to an internal topic nor deletes its records, whatever its ACLs
+  (INVALID_TOPIC_EXCEPTION), and the partition is unchanged;
 - ListOffsets needs DESCRIBE on the topic whatever replica id the request claims, and
   only a broker (CLUSTER_ACTION) is answered the log end offset;
 """
@@ -16,13 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
-from kio.schema.types import BrokerId, TopicName
+from kio.schema.types import BrokerId, GroupId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 from strandline.client.connection import KafkaConnection
 from strandline.server.broker_configs import is_sensitive
 from strandline.types import LATEST_TIMESTAMP
-from tests.security.test_secured_cluster import add_users, produce, security_for
+from tests.integration import wire
+from tests.security.test_secured_cluster import (
+    add_users,
+    produce,
+    security_for,
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from strandline.cli.local_cluster import LocalCluster
@@ -64,6 +72,89 @@ def admin_of(cluster: LocalCluster) -> tuple[str, str]:
 
 
 BOB = ("bob", "bob-secret")
+ALICE = ("alice", "alice-secret")
+ONE_OFFSETS_PARTITION = {
+    "offsets.topic.num.partitions": "1",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+}
+
+
+def grant(cluster: LocalCluster, user: str, topic: str, *operations: str) -> None:
+    """ALLOW `user` the operations on TOPIC `topic` (LITERAL), as the super user."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    bindings = [
+        AclBinding(
+            ResourceType.TOPIC,
+            topic,
+            ResourcePatternType.LITERAL,
+            f"User:{user}",
+            "*",
+            AclOperation[op],
+            AclPermissionType.ALLOW,
+        )
+        for op in operations
+    ]
+    admin = admin_client(cluster)  # kept: its futures fail once the handle is gone
+    for future in admin.create_acls(bindings, request_timeout=30).values():
+        future.result(30)
+
+
+def keyed_batch(key: bytes, value: bytes) -> bytes:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+    builder.append(0, timestamp=1_700_000_000_000, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def delete_records(topic: str, offset: int) -> Any:
+    from datetime import timedelta
+
+    from kio.schema.delete_records.v2 import request as dr
+    from kio.static.primitive import i32Timedelta
+
+    return dr.DeleteRecordsRequest(
+        topics=(
+            dr.DeleteRecordsTopic(
+                name=TopicName(topic),
+                partitions=(dr.DeleteRecordsPartition(partition_index=i32(0), offset=i64(offset)),),
+            ),
+        ),
+        timeout=i32Timedelta.parse(timedelta(seconds=5)),
+    )
+
+
+def latest_offset(cluster: LocalCluster, topic: str) -> int:
+    (answer,) = ask(cluster, admin_of(cluster), list_latest(topic, -1))
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.none
+    return int(answer.topics[0].partitions[0].offset)
+
+
+def commit(cluster: LocalCluster, group: str, topic: str, offset: int) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as Tp
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            **cluster.client_config,
+            "group.id": group,
+            "log_level": 0,
+        }
+    )
+    try:
+        consumer.commit(offsets=[Tp(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
 
 
 def secrets_of(cluster: LocalCluster) -> list[str]:
@@ -171,3 +262,61 @@ def test_list_offsets_claiming_a_replica_id_is_still_authorized(
     (answer,) = ask(cluster, admin_of(cluster), list_latest("lo-t", 1))
     assert answer.topics[0].partitions[0].error_code == ErrorCode.none
     assert answer.topics[0].partitions[0].offset == 3
+
+
+# --- finding 2: internal topics ----------------------------------------------------------------
+
+
+def test_clients_never_write_internal_topics_whatever_their_acls(
+    cluster_factory: ClusterFactory,
+) -> None:
+    cluster = cluster_factory(1, security="sasl_ssl", config=ONE_OFFSETS_PARTITION)
+    add_users(cluster, dict([ALICE, BOB]))
+    produce(cluster, "it-t", 3)
+    commit(cluster, "g", "it-t", 2)
+    offsets_end = latest_offset(cluster, "__consumer_offsets")
+    assert offsets_end >= 1
+    grant(cluster, ALICE[0], "*", "WRITE", "DELETE", "DESCRIBE")
+    # Alice's ACLs are in force: she writes and deletes on an ordinary topic.
+    wait_until(
+        lambda: (
+            wire.produce_error(ask(cluster, ALICE, wire.produce("it-t", 0, wire.batch([b"x"])))[0])
+            == ErrorCode.none
+        ),
+        20,
+        "alice's WRITE on * in force",
+    )
+    (deleted,) = ask(cluster, ALICE, delete_records("it-t", 1))
+    assert deleted.topics[0].partitions[0].error_code == ErrorCode.none
+
+    # A key of version 7: what used to leave the partition loading for good.
+    forged = keyed_batch(b"\x00\x07forged", b"value")
+    for user, expected in (
+        (ALICE, ErrorCode.invalid_topic_exception),
+        (BOB, ErrorCode.topic_authorization_failed),
+    ):
+        answer, gone = ask(
+            cluster,
+            user,
+            wire.produce("__consumer_offsets", 0, forged),
+            delete_records("__consumer_offsets", -1),
+        )
+        assert wire.produce_error(answer) == expected, user
+        assert gone.topics[0].partitions[0].error_code == expected, user
+    assert latest_offset(cluster, "__consumer_offsets") == offsets_end
+    # The group's commit is still there, from the start of the partition.
+    from kio.schema.offset_fetch.v7 import request as of
+
+    (fetched,) = ask(
+        cluster,
+        admin_of(cluster),
+        of.OffsetFetchRequest(
+            group_id=GroupId("g"),
+            topics=(
+                of.OffsetFetchRequestTopic(name=TopicName("it-t"), partition_indexes=(i32(0),)),
+            ),
+            require_stable=False,
+        ),
+    )
+    assert fetched.error_code == ErrorCode.none
+    assert fetched.topics[0].partitions[0].committed_offset == 2
