@@ -6,6 +6,9 @@ cluster of real brokers.
   secret is readable by others (the scan tests);
 - a client never writes to an internal topic nor deletes its records, whatever its ACLs
   (INVALID_TOPIC_EXCEPTION), and the partition is unchanged;
+- Metadata auto-creates an internal topic only as its coordinator would (partitions,
+  compaction), and the group coordinator maps groups over the partitions the offsets
+  topic really has;
 - ListOffsets needs DESCRIBE on the topic whatever replica id the request claims, and
   only a broker (CLUSTER_ACTION) is answered the log end offset;
 """
@@ -62,6 +65,14 @@ def ask(cluster: LocalCluster, user: tuple[str, str], *requests: Any, broker: in
         async with await KafkaConnection.open(
             *cluster.broker_address(broker), timeout=10, security=security_for(cluster, *user)
         ) as conn:
+            return [await conn.send(r, timeout=10) for r in requests]
+
+    return asyncio.run(run())
+
+
+def ask_plain(cluster: LocalCluster, *requests: Any) -> list[Any]:
+    async def run() -> list[Any]:
+        async with await KafkaConnection.open(*cluster.broker_address(1), timeout=10) as conn:
             return [await conn.send(r, timeout=10) for r in requests]
 
     return asyncio.run(run())
@@ -320,3 +331,68 @@ def test_clients_never_write_internal_topics_whatever_their_acls(
     )
     assert fetched.error_code == ErrorCode.none
     assert fetched.topics[0].partitions[0].committed_offset == 2
+
+
+# --- finding 3: internal topics auto-created wrong ---------------------------------------------
+
+
+def test_metadata_auto_creates_internal_topics_with_their_own_settings(
+    cluster_factory: ClusterFactory,
+) -> None:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    cluster = cluster_factory(1, offsets_topic_num_partitions=3, num_partitions=1)
+
+    def offsets_partitions() -> int:
+        (answer,) = ask_plain(cluster, wire.metadata("__consumer_offsets", auto_create=True))
+        topic = answer.topics[0]
+        return len(topic.partitions) if topic.error_code == ErrorCode.none else 0
+
+    assert wait_until(offsets_partitions, 20, "__consumer_offsets created") == 3
+    (answer,) = ask_plain(cluster, wire.metadata("__consumer_offsets"))
+    assert answer.topics[0].is_internal
+    admin = admin_client(cluster)
+    resource = ConfigResource(ResourceType.TOPIC, "__consumer_offsets")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["cleanup.policy"].value == "compact"
+    # An ordinary topic whose name starts with __ is not internal.
+    (answer,) = ask_plain(cluster, wire.metadata("__mine", auto_create=True))
+    (answer,) = wait_until(
+        lambda: [a for a in ask_plain(cluster, wire.metadata("__mine")) if a.topics[0].partitions],
+        20,
+        "__mine created",
+    )
+    assert not answer.topics[0].is_internal
+
+
+def test_group_coordinator_uses_the_real_offsets_partition_count(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """__consumer_offsets made with 1 partition (by a tool, or an older broker) while the
+    config says 3: every group still finds its coordinator and commits."""
+    from confluent_kafka.admin import NewTopic
+
+    from strandline.group.partitioning import partition_for
+
+    cluster = cluster_factory(1, offsets_topic_num_partitions=3)
+    admin = admin_client(cluster)
+    new = NewTopic("__consumer_offsets", 1, 1, config={"cleanup.policy": "compact"})
+    admin.create_topics([new])["__consumer_offsets"].result(30)
+    produce(cluster, "rc-t", 3)
+    groups = [g for g in (f"g{i}" for i in range(20)) if partition_for(g, 3) != 0][:3]
+    for group in groups:
+        commit(cluster, group, "rc-t", 2)
+        from kio.schema.offset_fetch.v7 import request as of
+
+        (fetched,) = ask_plain(
+            cluster,
+            of.OffsetFetchRequest(
+                group_id=GroupId(group),
+                topics=(
+                    of.OffsetFetchRequestTopic(name=TopicName("rc-t"), partition_indexes=(i32(0),)),
+                ),
+                require_stable=False,
+            ),
+        )
+        assert fetched.error_code == ErrorCode.none, group
+        assert fetched.topics[0].partitions[0].committed_offset == 2, group
