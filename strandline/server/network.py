@@ -93,7 +93,11 @@ class SocketServer:
             int(props.get("connection.failed.authentication.delay.ms", "100")) / 1000
         )
         self.limits = ConnectionLimits.from_props(props, [x.name for x in self.listeners.listeners])
-        self.quotas = ConnectionQuotas(self.limits, self.listeners.inter_broker_listener)
+        self.quotas = ConnectionQuotas(
+            self.limits,
+            self.listeners.inter_broker_listener,
+            listener_count=len(self.listeners.listeners),
+        )
         self.tracker: IdleTracker[asyncio.Task[None]] = IdleTracker(self.limits)
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: dict[asyncio.Task[None], _Connection] = {}
