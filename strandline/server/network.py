@@ -25,6 +25,7 @@ from strandline.protocol.codec import (
 )
 from strandline.protocol.fetch_response import Chunk, encode_chunked_response
 from strandline.protocol.framing import ProtocolError, read_frame
+from strandline.security.sasl_server import SaslSettings
 from strandline.security.tls import (
     NoMatchingRule,
     SslPrincipalMapper,
@@ -78,6 +79,17 @@ class SocketServer:
         self.listeners = config.listeners
         self.max_request_bytes = config.socket_request_max_bytes
         props = config.props
+        # Kafka's SaslServerAuthenticator reads at most sasl.server.max.receive.size per
+        # receive until the connection has authenticated: an anonymous peer cannot make
+        # the broker hold socket.request.max.bytes (100 MiB) per connection.
+        self._pre_auth_max: dict[str, int] = {
+            x.name: min(
+                self.max_request_bytes,
+                SaslSettings.from_props(props, x.name).max_receive_size,
+            )
+            for x in self.listeners.listeners
+            if x.security_protocol.uses_sasl
+        }
         # Fetched records from the page cache to plaintext sockets with sendfile (off:
         # read into memory, as on TLS listeners); a Strandline switch, Kafka has none.
         self.zero_copy = props.get("strandline.zero.copy.enable", "true").lower() != "false"
@@ -219,9 +231,17 @@ class SocketServer:
         writer_task = asyncio.create_task(
             self._write_responses(writer, pending, peer, task, session, sendfile)
         )
+        pre_auth_max = self._pre_auth_max.get(session.listener, self.max_request_bytes)
+
+        def bound() -> tuple[int, str]:
+            # Looked at once the size prefix is in: the login may have finished meanwhile.
+            if session.authenticated:
+                return self.max_request_bytes, "socket.request.max.bytes"
+            return pre_auth_max, "sasl.server.max.receive.size (before authentication)"
+
         try:
             while True:
-                frame = await read_frame(reader, self.max_request_bytes)
+                frame = await read_frame(reader, bound)
                 if frame is None:
                     break
                 self.tracker.request_received(task, clock.monotonic_s())

@@ -9,6 +9,9 @@ cluster of real brokers.
 - Metadata auto-creates an internal topic only as its coordinator would (partitions,
   compaction), and the group coordinator maps groups over the partitions the offsets
   topic really has;
+- before authentication a peer can make the broker hold at most
+  sasl.server.max.receive.size per connection, and send no API but ApiVersions and the
+  SASL ones (generated from the API registry);
 - ListOffsets needs DESCRIBE on the topic whatever replica id the request claims, and
   only a broker (CLUSTER_ACTION) is answered the log end offset;
 """
@@ -16,7 +19,10 @@ cluster of real brokers.
 from __future__ import annotations
 
 import asyncio
+import socket
 import stat
+import struct
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -25,13 +31,20 @@ from kio.schema.types import BrokerId, GroupId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 from strandline.client.connection import KafkaConnection
+from strandline.server.apis.registry import REGISTRY
 from strandline.server.broker_configs import is_sensitive
 from strandline.types import LATEST_TIMESTAMP
 from tests.integration import wire
 from tests.security.test_secured_cluster import (
     add_users,
+    closed_within,
+    frame,
+    log_lines,
     produce,
+    raw,
+    read_response,
     security_for,
+    tls_only,
     wait_until,
 )
 
@@ -396,3 +409,91 @@ def test_group_coordinator_uses_the_real_offsets_partition_count(
         )
         assert fetched.error_code == ErrorCode.none, group
         assert fetched.topics[0].partitions[0].committed_offset == 2, group
+
+
+# --- finding 4: before authentication ----------------------------------------------------------
+
+PRE_AUTH_APIS = {18, 17, 36}  # ApiVersions, SaslHandshake, SaslAuthenticate
+
+
+def rss_bytes(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status").read().splitlines():  # noqa: SIM115
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def test_before_authentication_only_sasl_apis_and_small_frames(
+    cluster_factory: ClusterFactory,
+) -> None:
+    import kio.schema.api_versions.v3.request as av
+
+    import strandline.server.apis  # noqa: F401 - fills REGISTRY
+
+    cluster = cluster_factory(1, security="sasl_ssl")
+    host, port = cluster.broker_address(1)
+    tls = tls_only(cluster).ssl_context
+    assert tls is not None
+    pid = cluster.brokers[1].pid
+    assert pid is not None
+    start = len(log_lines(cluster, 1))
+
+    # ApiVersions is answered; every other API the broker serves but the SASL ones
+    # closes the connection unanswered, before the request is decoded.
+    with raw(host, port, tls) as sock:
+        request = av.ApiVersionsRequest(client_software_name="x", client_software_version="1")
+        sock.sendall(frame(0, request))
+        answer = read_response(sock, request)
+        assert {int(k.api_key) for k in answer.api_keys} == set(REGISTRY)
+    refused = sorted(set(REGISTRY) - PRE_AUTH_APIS)
+    assert len(refused) > 30
+    for key in refused:
+        with raw(host, port, tls) as sock:
+            header = struct.pack(">hhih", key, REGISTRY[key].max_version, 7, 0) + b"\0"
+            sock.sendall(struct.pack(">i", len(header)) + header)
+            assert closed_within(sock, 5) == (True, b""), key
+    lines = wait_until(
+        lambda: (
+            [x for x in log_lines(cluster, 1)[start:] if "before SASL authentication" in x]
+            if sum("before SASL authentication" in x for x in log_lines(cluster, 1)[start:])
+            >= len(refused)
+            else None
+        ),
+        10,
+        "one log line per refused API",
+    )
+    for key in refused:
+        assert any(f"API key {key} before SASL authentication" in x for x in lines), key
+
+    # Frames larger than sasl.server.max.receive.size are never read: three peers that
+    # announce 50 MB and send 16 MB each are closed at the size prefix, and the broker
+    # does not grow by what they sent (it grew by ~190 MB for three 100 MB frames).
+    before = rss_bytes(pid)
+    socks = []
+    try:
+        for _ in range(3):
+            sock = tls.wrap_socket(
+                socket.create_connection((host, port), timeout=10),
+                server_hostname=host,
+            )
+            socks.append(sock)
+            sock.sendall(struct.pack(">i", 50_000_000))
+            with suppress(OSError):
+                for _ in range(16):
+                    sock.sendall(b"\0" * (1 << 20))
+        grown = rss_bytes(pid) - before
+        assert grown < 12 * (1 << 20), f"broker grew {grown} bytes"
+        for sock in socks:
+            assert closed_within(sock, 5)[0]
+    finally:
+        for sock in socks:
+            sock.close()
+    # One line each, naming the bound.
+    wait_until(
+        lambda: (
+            sum("exceeds sasl.server.max.receive.size" in x for x in log_lines(cluster, 1)[start:])
+            >= 3
+        ),
+        10,
+        "each oversized frame logged",
+    )
