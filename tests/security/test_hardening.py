@@ -12,6 +12,9 @@ cluster of real brokers.
 - before authentication a peer can make the broker hold at most
   sasl.server.max.receive.size per connection, and send no API but ApiVersions and the
   SASL ones (generated from the API registry);
+- a Fetch is authorized before a session is opened: a client claiming a replica id
+  without CLUSTER_ACTION gets no session and moves nothing; a consumer's session holds
+  only the partitions it may read;
 - ListOffsets needs DESCRIBE on the topic whatever replica id the request claims, and
   only a broker (CLUSTER_ACTION) is answered the log end offset;
 """
@@ -497,3 +500,58 @@ def test_before_authentication_only_sasl_apis_and_small_frames(
         10,
         "each oversized frame logged",
     )
+
+
+# --- finding 6: fetch sessions -----------------------------------------------------------------
+
+
+def metric(cluster: LocalCluster, name: str) -> float:
+    import urllib.request
+
+    url = cluster.brokers[1].metrics_url
+    assert url is not None
+    with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310 - our own broker
+        for line in answer.read().decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no metric {name}")
+
+
+SESSIONS = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+CACHED = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
+
+
+def test_fetch_is_authorized_before_any_session(cluster_factory: ClusterFactory) -> None:
+    from dataclasses import replace
+
+    cluster = cluster_factory(1, security="sasl_ssl")
+    add_users(cluster, dict([ALICE, BOB]))
+    produce(cluster, "fs-a", 2)
+    produce(cluster, "fs-b", 2)
+    grant(cluster, ALICE[0], "fs-a", "READ")
+    sessions, cached = metric(cluster, SESSIONS), metric(cluster, CACHED)
+
+    # Bob claims to be replica 1 and opens a session: refused, no session, no position.
+    claim = replace(wire.fetch_many("fs-a", {0: 0}, session_epoch=0), replica_id=BrokerId(1))
+    (answer,) = ask(cluster, BOB, claim)
+    assert answer.session_id == 0
+    assert wire.fetch_partition(answer).error_code == ErrorCode.topic_authorization_failed
+    assert (metric(cluster, SESSIONS), metric(cluster, CACHED)) == (sessions, cached)
+
+    # Alice may read fs-a, not fs-b: her session holds fs-a only; fs-b is refused.
+    both = replace(
+        wire.fetch_many("fs-a", {0: 0}, session_epoch=0),
+        topics=wire.fetch_many("fs-a", {0: 0}).topics + wire.fetch_many("fs-b", {0: 0}).topics,
+    )
+
+    def alice_reads() -> Any:
+        (answer,) = ask(cluster, ALICE, both)
+        errors = {t.topic: t.partitions[0].error_code for t in answer.responses}
+        return answer if errors.get("fs-a") == ErrorCode.none else None
+
+    answer = wait_until(alice_reads, 20, "alice's READ on fs-a in force")
+    errors = {t.topic: t.partitions[0].error_code for t in answer.responses}
+    assert errors == {"fs-a": ErrorCode.none, "fs-b": ErrorCode.topic_authorization_failed}
+    assert answer.session_id != 0
+    # One partition per session opened (each try was a new session): fs-a alone.
+    assert metric(cluster, CACHED) - cached == metric(cluster, SESSIONS) - sessions > 0
