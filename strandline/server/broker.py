@@ -430,6 +430,7 @@ class Broker:
         for topic in request.deleted_topics:
             cache.remove_topic(topic)
             self.topic_configs.forget(topic)
+            self.metrics.topic_deleted(topic)
         self.state_change_log.record(
             "update-metadata-received",
             controller=request.controller_id,

@@ -68,6 +68,9 @@ class NoMetrics:
     def replication_bytes_in(self, size: int) -> None:
         pass
 
+    def topic_deleted(self, topic: str) -> None:
+        pass
+
     def state_change(self, event: str) -> None:
         pass
 
@@ -189,6 +192,14 @@ class BrokerMetrics(NoMetrics):
 
     def replication_bytes_in(self, size: int) -> None:
         self.replication_bytes_in_total.inc(size)
+
+    def topic_deleted(self, topic: str) -> None:
+        """Drop the topic's children (Kafka's removeMetrics on deletion): a deleted
+        topic is no longer exported, and a broker that sees topics come and go does not
+        grow without bound."""
+        for metric in (self.bytes_in_total, self.messages_in_total, self.bytes_out_total):
+            if self._children.pop((id(metric), (topic,)), None) is not None:
+                metric.remove(topic)
 
     def state_change(self, event: str) -> None:
         counter = self.events.get(event)
