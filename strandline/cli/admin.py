@@ -56,9 +56,14 @@ def _check_command_config(path: Path | None, tool: str) -> None:
     from strandline.cli.configs import ConfigToolError, client_settings
 
     try:
-        client_settings(path, tool)
+        settings = client_settings(path, tool)
     except ConfigToolError as e:
         raise _fail(str(e)) from e
+    if settings.security is not None:
+        # Its requests go over plain sockets still (issue 26, not yet moved to the
+        # shared admin client): refused in one line rather than a hung connection.
+        protocol = settings.security.protocol.value
+        raise _fail(f"security.protocol={protocol} unsupported here (PLAINTEXT only)")
 
 
 class ToolError(RuntimeError):

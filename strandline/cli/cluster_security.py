@@ -120,6 +120,14 @@ def write_client_properties(path: Path, config: dict[str, str]) -> None:
     """client.properties for --command-config; it holds a password: owner-only."""
     text = "# the admin super user of this cluster (strandline cluster up --security)\n"
     text += "".join(f"{k}={v}\n" for k, v in config.items())
+    write_private(path, text)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file that may hold a secret (client.properties, server.properties,
+    cluster.json): created 0600 rather than chmod-ed after, so it is never readable by
+    others, and an existing file loses any wider mode it had."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)  # O_CREAT keeps an existing file's mode
         f.write(text)

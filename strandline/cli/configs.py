@@ -47,8 +47,10 @@ from rich.table import Table
 
 from strandline.cli.topics import TopicToolError, read_command_config
 from strandline.client.connection import KafkaConnection, KafkaConnectionError
+from strandline.client.security import ClientSecurity
 from strandline.protocol.messages import build, request_module
 from strandline.security.scram import SCRAM_MECHANISMS, check_iterations
+from strandline.server.config import ConfigError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -86,25 +88,28 @@ class UnknownEntityError(ConfigToolError):
 class ClientSettings:
     client_id: str
     timeout_s: float
+    # TLS and/or SASL from --command-config (client/security: the client.properties
+    # `cluster up --security` writes works as it is); None for PLAINTEXT.
+    security: ClientSecurity | None = None
 
 
 def client_settings(command_config: Path | None, client_id: str) -> ClientSettings:
-    """The --command-config keys these tools can honour; a secured listener is refused
-    in one line rather than with a hung connection."""
+    """The --command-config keys these tools honour: client.id, request.timeout.ms and
+    the security settings (security.protocol, ssl.*, sasl.*), as a Kafka client reads
+    them; a setting that cannot work is refused in one line."""
     try:
         props = read_command_config(command_config)
     except TopicToolError as e:
         raise ConfigToolError(str(e)) from e
-    protocol = props.get("security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise ConfigToolError(
-            f"security.protocol={protocol} is not supported by this tool (PLAINTEXT only)"
-        )
+    try:
+        security = ClientSecurity.from_config(props)
+    except (ValueError, ConfigError) as e:
+        raise ConfigToolError(f"--command-config: {e}") from e
     try:
         timeout_s = int(props.get("request.timeout.ms", DEFAULT_TIMEOUT_S * 1000)) / 1000
     except ValueError as e:
         raise ConfigToolError(f"request.timeout.ms={props['request.timeout.ms']!r}") from e
-    return ClientSettings(props.get("client.id", client_id), timeout_s)
+    return ClientSettings(props.get("client.id", client_id), timeout_s, security)
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -225,7 +230,10 @@ class AdminSession:
             connection = self._connections.get(address)
             if connection is None or connection.closed:
                 connection = await KafkaConnection.open(
-                    *address, client_id=self.settings.client_id, timeout=self.settings.timeout_s
+                    *address,
+                    client_id=self.settings.client_id,
+                    timeout=self.settings.timeout_s,
+                    security=self.settings.security,
                 )
                 self._connections[address] = connection
             return await connection.send(message, timeout=self.settings.timeout_s)
@@ -738,7 +746,9 @@ def configs(
         None, "--delete-config", help="k1,k2 to remove, back to the default (--alter)"
     ),
     command_config: Path | None = typer.Option(  # noqa: B008 - typer's idiom
-        None, "--command-config", help="Client properties file (client.id, request.timeout.ms)"
+        None,
+        "--command-config",
+        help="Client properties file (client.id, request.timeout.ms, security settings)",
     ),
 ) -> None:
     """Describe and alter topic and broker configs and users' SCRAM credentials

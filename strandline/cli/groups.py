@@ -29,7 +29,9 @@ from rich.table import Table
 
 from strandline.cli.topics import TopicToolError, read_command_config
 from strandline.client.connection import KafkaConnection
+from strandline.client.security import ClientSecurity
 from strandline.protocol.messages import build, request_module
+from strandline.server.config_error import ConfigError
 from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 
 app = typer.Typer(no_args_is_help=True)
@@ -92,10 +94,12 @@ class ClusterClient:
         bootstrap: str,
         client_id: str = "strandline-groups",
         request_timeout_s: float = REQUEST_TIMEOUT_S,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = _split(bootstrap.split(",")[0])
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
+        self.security = security
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[TopicPartition, int] = {}
@@ -112,7 +116,12 @@ class ClusterClient:
     async def send(self, address: tuple[str, int], request: Any) -> Any:
         connection = self._connections.get(address)
         if connection is None or connection.closed:
-            connection = await KafkaConnection.open(*address, client_id=self.client_id)
+            connection = await KafkaConnection.open(
+                *address,
+                client_id=self.client_id,
+                timeout=self.request_timeout_s,
+                security=self.security,
+            )
             self._connections[address] = connection
         return await connection.send(request, timeout=self.request_timeout_s)
 
@@ -366,9 +375,10 @@ class ClientSettings:
 
     client_id: str = "strandline-groups"
     request_timeout_s: float = REQUEST_TIMEOUT_S
+    security: ClientSecurity | None = None  # TLS and/or SASL; None for PLAINTEXT
 
     def connect(self, bootstrap: str) -> ClusterClient:
-        return ClusterClient(bootstrap, self.client_id, self.request_timeout_s)
+        return ClusterClient(bootstrap, self.client_id, self.request_timeout_s, self.security)
 
 
 DEFAULT_SETTINGS = ClientSettings()
@@ -690,22 +700,23 @@ def parse_topic_partitions(values: Iterable[str]) -> dict[str, list[int] | None]
 
 
 def _settings(command_config: Path | None) -> ClientSettings:
-    """The --command-config settings this client honours: client.id, request.timeout.ms.
-    It speaks PLAINTEXT only, so security settings fail instead of being dropped."""
+    """The --command-config settings this client honours: client.id, request.timeout.ms
+    and the security settings (security.protocol, ssl.*, sasl.*) as a Kafka client reads
+    them; one that cannot work fails in one line."""
     try:
         props = read_command_config(command_config)
     except TopicToolError as e:
         raise GroupToolError(str(e)) from e
-    protocol = props.get("security.protocol", "PLAINTEXT")
-    if protocol.upper() != "PLAINTEXT":
-        raise GroupToolError(f"security.protocol={protocol} is not supported (PLAINTEXT only)")
-    secure = sorted(k for k in props if k.startswith(("sasl.", "ssl.")))
-    if secure:
-        raise GroupToolError(f"{secure[0]} is not supported (PLAINTEXT only)")
+    try:
+        security = ClientSecurity.from_config(props)
+    except (ValueError, ConfigError) as e:
+        raise GroupToolError(f"--command-config: {e}") from e
     timeout = props.get("request.timeout.ms", str(int(REQUEST_TIMEOUT_S * 1000)))
     if not timeout.isdigit() or int(timeout) == 0:
         raise GroupToolError(f"request.timeout.ms={timeout} is not a positive number")
-    return ClientSettings(props.get("client.id", DEFAULT_SETTINGS.client_id), int(timeout) / 1000)
+    return ClientSettings(
+        props.get("client.id", DEFAULT_SETTINGS.client_id), int(timeout) / 1000, security
+    )
 
 
 async def _group_ids(client: ClusterClient, groups: list[str], all_groups: bool) -> list[str]:
@@ -889,7 +900,9 @@ def groups_flags(
     ctx: typer.Context,
     bootstrap_server: str | None = typer.Option(None, "--bootstrap-server", help=BOOTSTRAP_HELP),
     command_config: Path | None = typer.Option(  # noqa: B008 - typer's idiom
-        None, "--command-config", help="Client properties file (client.id; PLAINTEXT only)"
+        None,
+        "--command-config",
+        help="Client properties file (client.id, request.timeout.ms, security settings)",
     ),
     list_: bool = typer.Option(False, "--list", help="Every group id, one a line"),
     describe_: bool = typer.Option(

@@ -42,7 +42,11 @@ from kio.index import load_request_schema
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
-from strandline.cli.cluster_security import ClusterSecurity, write_client_properties
+from strandline.cli.cluster_security import (
+    ClusterSecurity,
+    write_client_properties,
+    write_private,
+)
 from strandline.client.connection import KafkaConnection, send_request
 from strandline.client.security import ClientSecurity
 from strandline.coordination.zk_client import ZkClient
@@ -430,7 +434,8 @@ class LocalCluster:
         settings.update(overrides)
         lines = [f"# written by strandline cluster up for broker {broker_id}"]
         lines += [f"{key}={value}" for key, value in settings.items()]
-        self.config_path(broker_id).write_text("\n".join(lines) + "\n")
+        # The inter-broker password and sasl.plain.users are in it: owner-only.
+        write_private(self.config_path(broker_id), "\n".join(lines) + "\n")
 
     def _spawn(self, broker_id: int) -> None:
         broker = self.brokers[broker_id]
@@ -654,7 +659,8 @@ class LocalCluster:
         }
         path = self.data_dir / CLUSTER_FILE
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        # client_config holds the admin password: owner-only.
+        write_private(tmp, json.dumps(state, indent=2) + "\n")
         tmp.replace(path)
 
     @classmethod

@@ -152,6 +152,14 @@ class GroupCoordinator:
         serving it. Transactions still open at the end of the log keep their offsets
         pending until `complete_txn_offsets`."""
         loaded = replay_records(records)
+        for base_offset, index, why in loaded.skipped:
+            log.warning(
+                "loading __consumer_offsets-%d: skipped record %d of the batch at offset %d: %s",
+                partition,
+                index,
+                base_offset,
+                why,
+            )
         self._position_floor = max(self._position_floor, loaded.end_position)
         for group_id in loaded.group_ids():
             if self.partition_for(group_id) != partition:

@@ -19,6 +19,7 @@ from strandline.group.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     OffsetsBatch,
+    OffsetsRecordError,
     RawRecord,
     decode_record,
 )
@@ -41,6 +42,9 @@ class LoadedPartition:
     )
     # One past the highest position seen (positions of later appends must exceed it).
     end_position: int = 0
+    # (batch base offset, record index, why) of each record that could not be read: it
+    # is skipped, as Kafka logs and ignores an unknown key version; a load never stops.
+    skipped: list[tuple[int, int, str]] = field(default_factory=list)
 
     def group_ids(self) -> set[str]:
         return (
@@ -75,8 +79,11 @@ def load(entries: Iterable[OffsetsBatch | RawRecord]) -> LoadedPartition:
                     assert pending.position is not None
                     loaded._commit(group, tp, pending.value, pending.position)
             continue
-        for raw_key, raw_value in batch.records:
-            _replay_record(loaded, open_txns, batch, raw_key, raw_value)
+        for i, (raw_key, raw_value) in enumerate(batch.records):
+            try:
+                _replay_record(loaded, open_txns, batch, raw_key, raw_value)
+            except OffsetsRecordError as e:
+                loaded.skipped.append((at, i, str(e)))
     for producer_id, offsets in open_txns.items():
         for (group, tp), pending in offsets.items():
             loaded.pending.setdefault(group, {}).setdefault(producer_id, {})[tp] = pending

@@ -160,6 +160,17 @@ class TlsSettings:
                 )
         if not protocols:
             raise ConfigError("ssl.enabled.protocols is empty")
+        # OpenSSL enables a range of versions, min to max: a list with a gap would
+        # silently enable what it leaves out (TLSv1,TLSv1.3 would allow 1.1 and 1.2 too).
+        order = list(_TLS_VERSIONS)
+        indexes = sorted({order.index(name) for name in protocols})
+        missing = [order[i] for i in range(indexes[0], indexes[-1] + 1) if i not in indexes]
+        if missing:
+            raise ConfigError(
+                f"ssl.enabled.protocols={','.join(protocols)} leaves out {', '.join(missing)}: "
+                "only a contiguous range of TLS versions can be enabled; list every version "
+                "between the lowest and the highest, or drop the lowest"
+            )
 
         algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip()
         if algorithm.lower() not in ("https", ""):

@@ -25,6 +25,7 @@ from strandline.coordination import znodes
 from strandline.coordination.cluster_id import get_or_create_cluster_id
 from strandline.coordination.zk_client import ZkClient, on_loop
 from strandline.errors import StaleBrokerEpochError, StaleControllerEpochError
+from strandline.group.partitioning import OFFSETS_TOPIC
 from strandline.protocol import controller_messages as cm
 from strandline.protocol.controller_requests import (
     LeaderAndIsrRequest,
@@ -429,6 +430,7 @@ class Broker:
         for topic in request.deleted_topics:
             cache.remove_topic(topic)
             self.topic_configs.forget(topic)
+            self.metrics.topic_deleted(topic)
         self.state_change_log.record(
             "update-metadata-received",
             controller=request.controller_id,
@@ -437,6 +439,8 @@ class Broker:
             brokers=[b.broker_id for b in request.live_brokers],
         )
         topics = {p.tp.topic for p in request.partitions} | set(request.deleted_topics)
+        if OFFSETS_TOPIC in topics and cache.has_topic(OFFSETS_TOPIC):
+            self.group_service.use_partition_count(cache.partition_count(OFFSETS_TOPIC))
         for topic in topics:
             self.topic_admin.metadata_purgatory.notify(topic)
 

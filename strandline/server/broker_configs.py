@@ -53,6 +53,7 @@ DEFAULT_CONFIG = 5
 
 # DescribeConfigs config_type values (v3+).
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
+TYPE_PASSWORD = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +203,45 @@ _SYNONYM_GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Kafka's PASSWORD-type broker keys, plus ours that hold one (sasl.plain.users). Their
+# value never leaves the broker: DescribeConfigs answers null and is_sensitive=true.
+PASSWORD_KEYS: frozenset[str] = frozenset(
+    {
+        "sasl.jaas.config",
+        "sasl.plain.users",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.certificates",
+        "password.encoder.secret",
+        "password.encoder.old.secret",
+        "delegation.token.master.key",
+        "delegation.token.secret.key",
+        "zookeeper.ssl.keystore.password",
+        "zookeeper.ssl.truststore.password",
+        "zookeeper.clientCnxnSocket.password",
+    }
+)
+# A key we do not know may hold anything; Kafka treats an unknown type as sensitive.
+# Ours is narrower (keys are shown by default) but hides whatever is named like a secret.
+_SECRET_WORDS = ("password", "secret", "jaas", "credential", "token", "plain.users")
+
+
+def is_sensitive(name: str) -> bool:
+    """Whether `name` (possibly `listener.name.<l>.` and `<mechanism>.` prefixed, as the
+    per-listener JAAS keys are) holds a secret."""
+    base = name
+    if base.startswith("listener.name."):
+        parts = base.split(".", 3)
+        base = parts[3] if len(parts) == 4 else base
+    if base in PASSWORD_KEYS or base.split(".", 1)[-1] in PASSWORD_KEYS:
+        return True
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
 def check_dynamic_update(name: str, value: str | None) -> None:
     """INVALID_CONFIG unless `name` may be set to `value` (None: deleted) live."""
     key = BROKER_KEYS_BY_NAME.get(name)
@@ -286,6 +326,7 @@ class BrokerConfigEntry:
     read_only: bool
     config_type: int
     synonyms: tuple[Layered, ...]
+    sensitive: bool = False
 
 
 class BrokerConfigs:
@@ -331,13 +372,15 @@ class BrokerConfigs:
         if entity == BROKER_CONFIG_DEFAULT:
             # Kafka answers the default resource with its dynamic configs only.
             return [
-                BrokerConfigEntry(
-                    name,
-                    value,
-                    DYNAMIC_DEFAULT_BROKER_CONFIG,
-                    read_only=False,
-                    config_type=_type_of(name),
-                    synonyms=(Layered(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG),),
+                _redacted(
+                    BrokerConfigEntry(
+                        name,
+                        value,
+                        DYNAMIC_DEFAULT_BROKER_CONFIG,
+                        read_only=False,
+                        config_type=_type_of(name),
+                        synonyms=(Layered(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG),),
+                    )
                 )
                 for name, value in sorted(layers.default.items())
             ]
@@ -349,17 +392,34 @@ class BrokerConfigs:
             value = own[0].value if own else (key.default if key is not None else None)
             synonyms = layers.synonyms(name)
             entries.append(
-                BrokerConfigEntry(
-                    name,
-                    value,
-                    # Kafka's rule: the source is that of the first synonym.
-                    synonyms[0].source if synonyms else DEFAULT_CONFIG,
-                    read_only=name not in DYNAMIC_KEYS,
-                    config_type=_type_of(name),
-                    synonyms=tuple(synonyms),
+                _redacted(
+                    BrokerConfigEntry(
+                        name,
+                        value,
+                        # Kafka's rule: the source is that of the first synonym.
+                        synonyms[0].source if synonyms else DEFAULT_CONFIG,
+                        read_only=name not in DYNAMIC_KEYS,
+                        config_type=_type_of(name),
+                        synonyms=tuple(synonyms),
+                    )
                 )
             )
         return entries
+
+
+def _redacted(entry: BrokerConfigEntry) -> BrokerConfigEntry:
+    """A password-type entry as Kafka answers it: null value (synonyms too), sensitive."""
+    if not is_sensitive(entry.name):
+        return entry
+    return BrokerConfigEntry(
+        entry.name,
+        None,
+        entry.source,
+        entry.read_only,
+        TYPE_PASSWORD,
+        tuple(Layered(s.name, None, s.source) for s in entry.synonyms),
+        sensitive=True,
+    )
 
 
 def _type_of(name: str) -> int:

@@ -4,7 +4,9 @@ the answers (refuse a connection, close an expired one).
 Keys (Kafka's, with Kafka's defaults, unless marked):
 
 - `max.connections`: connections in the whole broker; the inter-broker listener is
-  exempt, as in Kafka, so replication survives a client flood.
+  exempt, as in Kafka, so replication survives a client flood, but only when the broker
+  has several listeners (Kafka's protectedListener): with one, exempting it would exempt
+  every client.
 - `listener.name.<listener>.max.connections`: connections on one listener.
 - `max.connections.per.ip`, `max.connections.per.ip.overrides` (`host:count,...`;
   an IPv6 address may be written bare, the count follows its last colon; a count of
@@ -170,10 +172,16 @@ class ConnectionQuotas:
     """Counts open connections; `try_accept` before serving one, `release` when it
     closes (every accepted connection exactly once)."""
 
-    def __init__(self, limits: ConnectionLimits, inter_broker_listener: str | None = None) -> None:
+    def __init__(
+        self,
+        limits: ConnectionLimits,
+        inter_broker_listener: str | None = None,
+        listener_count: int = 1,
+    ) -> None:
         self.limits = limits
+        # Kafka's protectedListener: the inter-broker listener, if it is not the only one.
         self.inter_broker_listener = (
-            inter_broker_listener.upper() if inter_broker_listener else None
+            inter_broker_listener.upper() if inter_broker_listener and listener_count > 1 else None
         )
         self.total = 0
         self._per_ip: dict[str, int] = {}

@@ -12,11 +12,18 @@ partitions its request named plus the dirty ones, never the whole session.
 
 No I/O here: the fetch handler asks `open_fetch` for a `SessionFetch`, reads what it says,
 and reports back with `SessionFetch.respond`.
+
+Sessions are guarded (issue 26): ids are random, not sequential, so one cannot be guessed;
+each session has an owner (the principal and host of the connection that opened it), and
+only its owner may use it or close it with a full fetch. Anyone else naming it is told
+FETCH_SESSION_ID_NOT_FOUND on an incremental fetch, and on a full fetch gets a new
+session of its own while the named one stays. The handler authorizes before it calls
+`open_fetch`, so a refused fetch never creates a session.
 """
 
 from __future__ import annotations
 
-import itertools
+import secrets
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -86,6 +93,8 @@ class FetchSession:
     # Partitions changed (append, HW move, leadership) since the last response.
     dirty: set[TopicPartition] = field(default_factory=set)
     last_used_ms: int = 0
+    # Who opened it (principal and host): only they may use or close it.
+    owner: str = ""
 
     @property
     def is_follower(self) -> bool:
@@ -167,7 +176,6 @@ class FetchSessionCache:
         self.slots = slots
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
         self._holders: dict[TopicPartition, set[int]] = {}
-        self._ids = itertools.count(1)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -186,18 +194,20 @@ class FetchSessionCache:
         requested: dict[TopicPartition, PartitionPosition],
         forgotten: Iterable[TopicPartition],
         now_ms: int,
+        owner: str = "",
     ) -> SessionFetch | ErrorCode:
         """Apply one Fetch request's session fields (KIP-227's table); an error code is
-        the answer for the whole request."""
+        the answer for the whole request. `owner`: who is asking (principal and host)."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-            if session_id != INVALID_SESSION_ID:
+            old = self._sessions.get(session_id) if session_id != INVALID_SESSION_ID else None
+            if old is not None and old.owner == owner:
                 self._remove(session_id)  # the fetcher closes its old session
             session = None
             if epoch == INITIAL_EPOCH:
-                session = self._create(replica_id, requested, now_ms)
+                session = self._create(replica_id, requested, now_ms, owner)
             return SessionFetch(self, session, True, requested)
         session = self._sessions.get(session_id)
-        if session is None or session.replica_id != replica_id:
+        if session is None or session.replica_id != replica_id or session.owner != owner:
             return ErrorCode.fetch_session_id_not_found
         if epoch != session.epoch:
             return ErrorCode.invalid_fetch_session_epoch
@@ -230,23 +240,36 @@ class FetchSessionCache:
         return list(holders)
 
     def _create(
-        self, replica_id: int, requested: dict[TopicPartition, PartitionPosition], now_ms: int
+        self,
+        replica_id: int,
+        requested: dict[TopicPartition, PartitionPosition],
+        now_ms: int,
+        owner: str,
     ) -> FetchSession | None:
         if self.slots <= 0:
             return None
         if len(self._sessions) >= self.slots:
             self._evict()
         session = FetchSession(
-            next(self._ids),
+            self._new_id(),
             replica_id,
             next_epoch(INITIAL_EPOCH),
             {tp: CachedPartition(p) for tp, p in requested.items()},
             last_used_ms=now_ms,
+            owner=owner,
         )
         self._sessions[session.id] = session
         for tp in session.partitions:
             self._holders.setdefault(tp, set()).add(session.id)
         return session
+
+    def _new_id(self) -> int:
+        """A random positive int32 not in use (Kafka's newSessionId): a sequential id
+        would tell anyone the ids of the sessions opened before theirs."""
+        while True:
+            session_id = secrets.randbelow(0x7FFFFFFF) + 1
+            if session_id not in self._sessions:
+                return session_id
 
     def _evict(self) -> None:
         """Make room: the least recently used consumer session goes first; a follower's

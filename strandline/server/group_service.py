@@ -146,6 +146,26 @@ class GroupService(CoordinatorShell):
 
     # -- leadership of __consumer_offsets -------------------------------------------------
 
+    def use_partition_count(self, count: int) -> None:
+        """`__consumer_offsets` has `count` partitions (the metadata says so): map groups
+        over that many, as Kafka does from the topic's real count, not the config. Groups
+        of partitions already served are loaded again under the new mapping."""
+        if count <= 0 or count == self.coordinator.num_partitions:
+            return
+        log.warning(
+            "%s has %d partitions, not offsets.topic.num.partitions=%d: groups are mapped over %d",
+            OFFSETS_TOPIC,
+            count,
+            self.coordinator.num_partitions,
+            count,
+        )
+        self.coordinator.num_partitions = count
+        for partition, epoch in sorted(self._serving.items()):
+            tp = TopicPartition(OFFSETS_TOPIC, partition)
+            self.on_leadership(tp, False, epoch)
+            if partition < count:
+                self.on_leadership(tp, True, epoch)
+
     def on_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
         if tp.topic != OFFSETS_TOPIC:
             return

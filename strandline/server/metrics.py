@@ -78,6 +78,9 @@ class NoMetrics:
     def fetcher_round(self, seconds: float) -> None:
         pass
 
+    def topic_deleted(self, topic: str) -> None:
+        pass
+
     def state_change(self, event: str) -> None:
         pass
 
@@ -179,6 +182,14 @@ class BrokerMetrics(NoMetrics):
 
     def fetcher_round(self, seconds: float) -> None:
         self.fetcher_round_time.observe(seconds * 1000)
+
+    def topic_deleted(self, topic: str) -> None:
+        """Drop the topic's children (Kafka's removeMetrics on deletion): a deleted
+        topic is no longer exported, and a broker that sees topics come and go does not
+        grow without bound."""
+        for metric in (self.bytes_in_total, self.messages_in_total, self.bytes_out_total):
+            if self._children.pop((id(metric), (topic,)), None) is not None:
+                metric.remove(topic)
 
     def state_change(self, event: str) -> None:
         counter = self.events.get(event)

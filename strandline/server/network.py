@@ -25,6 +25,7 @@ from strandline.protocol.codec import (
 )
 from strandline.protocol.fetch_response import Chunk, encode_chunked_response
 from strandline.protocol.framing import ProtocolError, read_frame
+from strandline.security.sasl_server import SaslSettings
 from strandline.security.tls import (
     NoMatchingRule,
     SslPrincipalMapper,
@@ -79,6 +80,17 @@ class SocketServer:
         self.listeners = config.listeners
         self.max_request_bytes = config.socket_request_max_bytes
         props = config.props
+        # Kafka's SaslServerAuthenticator reads at most sasl.server.max.receive.size per
+        # receive until the connection has authenticated: an anonymous peer cannot make
+        # the broker hold socket.request.max.bytes (100 MiB) per connection.
+        self._pre_auth_max: dict[str, int] = {
+            x.name: min(
+                self.max_request_bytes,
+                SaslSettings.from_props(props, x.name).max_receive_size,
+            )
+            for x in self.listeners.listeners
+            if x.security_protocol.uses_sasl
+        }
         # Fetched records from the page cache to plaintext sockets with sendfile (off:
         # read into memory, as on TLS listeners); a Strandline switch, Kafka has none.
         self.zero_copy = props.get("strandline.zero.copy.enable", "true").lower() != "false"
@@ -94,7 +106,11 @@ class SocketServer:
             int(props.get("connection.failed.authentication.delay.ms", "100")) / 1000
         )
         self.limits = ConnectionLimits.from_props(props, [x.name for x in self.listeners.listeners])
-        self.quotas = ConnectionQuotas(self.limits, self.listeners.inter_broker_listener)
+        self.quotas = ConnectionQuotas(
+            self.limits,
+            self.listeners.inter_broker_listener,
+            listener_count=len(self.listeners.listeners),
+        )
         self.tracker: IdleTracker[asyncio.Task[None]] = IdleTracker(self.limits)
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: dict[asyncio.Task[None], _Connection] = {}
@@ -216,9 +232,17 @@ class SocketServer:
         writer_task = asyncio.create_task(
             self._write_responses(writer, pending, peer, task, session, sendfile)
         )
+        pre_auth_max = self._pre_auth_max.get(session.listener, self.max_request_bytes)
+
+        def bound() -> tuple[int, str]:
+            # Looked at once the size prefix is in: the login may have finished meanwhile.
+            if session.authenticated:
+                return self.max_request_bytes, "socket.request.max.bytes"
+            return pre_auth_max, "sasl.server.max.receive.size (before authentication)"
+
         try:
             while True:
-                frame = await read_frame(reader, self.max_request_bytes)
+                frame = await read_frame(reader, bound)
                 if frame is None:
                     break
                 self.tracker.request_received(task, clock.monotonic_s())

@@ -50,6 +50,7 @@ class ConfigEntry:
     read_only: bool = False
     config_type: int = 0
     synonyms: tuple[ConfigSynonym, ...] = field(default=())
+    sensitive: bool = False
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ class TopicConfigs:
                 read_only=e.read_only,
                 config_type=e.config_type,
                 synonyms=tuple(ConfigSynonym(s.name, s.value, s.source) for s in e.synonyms),
+                sensitive=e.sensitive,
             )
             for e in self.brokers.describe(layers, entity)
         ]

@@ -54,6 +54,4 @@ def test_a_command_config_asking_for_tls_is_refused_in_one_line(tmp_path: Path) 
         done = strandline(*args)
         assert done.returncode == 1, done
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        assert lines == [
-            "error: security.protocol=SSL is not supported by this tool (PLAINTEXT only)"
-        ]
+        assert lines == ["error: security.protocol=SSL unsupported here (PLAINTEXT only)"]

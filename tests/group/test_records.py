@@ -141,3 +141,18 @@ def test_load_replays_in_order_with_tombstones_through_real_batches() -> None:
     assert loaded.offsets["g"] == {TopicPartition("t", 0): OffsetCommitValue(9, "", 2)}
     assert loaded.groups == {"g": gm}
     assert loaded.group_ids() == {"g", "simple"}
+
+
+def test_load_skips_an_unreadable_record_and_keeps_going() -> None:
+    """Issue 26: a record with key version 7 (a client's forgery) used to stop the load
+    for good; it is skipped, noted with where it is, and every other record replays."""
+    good_before = offset_commit_record("g", "t", 0, OffsetCommitValue(5, "", 0))
+    forged = (struct.pack(">h", 7) + b"junk", b"whatever")
+    truncated_value = (encode_key(OffsetCommitKey("g", "t", 1)), b"\x00")
+    good_after = offset_commit_record("g", "t", 2, OffsetCommitValue(9, "", 0))
+    loaded = load([good_before, forged, truncated_value, good_after])
+    assert loaded.offsets["g"][TopicPartition("t", 0)].offset == 5
+    assert loaded.offsets["g"][TopicPartition("t", 2)].offset == 9
+    assert TopicPartition("t", 1) not in loaded.offsets["g"]
+    assert [(at, i) for at, i, _ in loaded.skipped] == [(1, 0), (2, 0)]
+    assert "key version 7" in loaded.skipped[0][2]

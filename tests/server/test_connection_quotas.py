@@ -99,7 +99,9 @@ def test_overrides_including_zero() -> None:
 
 
 def test_broker_wide_limit_spares_the_inter_broker_listener() -> None:
-    quotas = ConnectionQuotas(ConnectionLimits(max_connections=2), inter_broker_listener="internal")
+    quotas = ConnectionQuotas(
+        ConnectionLimits(max_connections=2), inter_broker_listener="internal", listener_count=2
+    )
     assert quotas.try_accept("10.0.0.1", 0.0, "EXTERNAL") is None
     assert quotas.try_accept("10.0.0.2", 0.0, "EXTERNAL") is None
     assert quotas.try_accept("10.0.0.3", 0.0, "EXTERNAL") == (
@@ -110,9 +112,26 @@ def test_broker_wide_limit_spares_the_inter_broker_listener() -> None:
     assert quotas.connections() == 3
 
 
+def test_the_only_listener_is_not_exempt_even_if_inter_broker() -> None:
+    """Issue 26: Kafka exempts the inter-broker listener only when there are several; on
+    a one-listener broker (`cluster up --security`) the limits used to never apply."""
+    quotas = ConnectionQuotas(
+        ConnectionLimits(max_connections=2, max_connection_creation_rate=10),
+        inter_broker_listener="SASL_SSL",
+        listener_count=1,
+    )
+    assert quotas.try_accept("10.0.0.1", 0.0, "SASL_SSL") is None
+    assert quotas.try_accept("10.0.0.2", 0.0, "SASL_SSL") is None
+    assert quotas.try_accept("10.0.0.3", 0.0, "SASL_SSL") == (
+        "the broker has 2 connections (max.connections=2)"
+    )
+
+
 def test_listener_limit() -> None:
     quotas = ConnectionQuotas(
-        ConnectionLimits(listener_max_connections={"EXTERNAL": 1}), inter_broker_listener="INTERNAL"
+        ConnectionLimits(listener_max_connections={"EXTERNAL": 1}),
+        inter_broker_listener="INTERNAL",
+        listener_count=2,
     )
     assert quotas.try_accept("10.0.0.1", 0.0, "external") is None
     assert quotas.try_accept("10.0.0.2", 0.0, "external") == (
@@ -127,6 +146,7 @@ def test_creation_rate() -> None:
     quotas = ConnectionQuotas(
         ConnectionLimits(max_connection_creation_rate=2, listener_creation_rate={"EXTERNAL": 10}),
         inter_broker_listener="INTERNAL",
+        listener_count=2,
     )
     assert quotas.try_accept("10.0.0.1", 100.0, "EXTERNAL") is None
     assert quotas.try_accept("10.0.0.1", 100.0, "EXTERNAL") is None
@@ -142,7 +162,9 @@ def test_creation_rate() -> None:
 
 def test_listener_creation_rate_applies_to_the_inter_broker_listener() -> None:
     quotas = ConnectionQuotas(
-        ConnectionLimits(listener_creation_rate={"INTERNAL": 1}), inter_broker_listener="INTERNAL"
+        ConnectionLimits(listener_creation_rate={"INTERNAL": 1}),
+        inter_broker_listener="INTERNAL",
+        listener_count=2,
     )
     assert quotas.try_accept("10.0.0.1", 0.0, "INTERNAL") is None
     assert "listener.name.internal.max.connection.creation.rate=1/s" in (

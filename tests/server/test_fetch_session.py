@@ -177,3 +177,43 @@ def test_a_waiting_fetch_takes_only_the_partitions_changed_since_it_last_looked(
     cache.touch(TPS[2])
     assert list(nxt.take_new()) == [TPS[2]]
     assert list(nxt.to_read()) == [TPS[0], TPS[1], TPS[2]]
+
+
+# --- issue 26: sessions are guarded ------------------------------------------------------------
+
+
+def test_session_ids_are_random_not_sequential() -> None:
+    cache = FetchSessionCache()
+    ids = []
+    for _ in range(50):
+        fetch = cache.open_fetch(0, INITIAL_EPOCH, -1, positions(), [], NOW, owner="User:a@h")
+        assert isinstance(fetch, SessionFetch) and fetch.session is not None
+        ids.append(fetch.session.id)
+    assert len(set(ids)) == 50 and all(0 < i < 2**31 for i in ids)
+    steps = {b - a for a, b in zip(ids, ids[1:], strict=False)}
+    assert len(steps) > 40, "ids are not a sequence"
+
+
+def test_only_the_owner_uses_or_closes_a_session() -> None:
+    cache = FetchSessionCache()
+    mine = cache.open_fetch(0, INITIAL_EPOCH, 2, positions(), [], NOW, owner="User:broker-2@h")
+    assert isinstance(mine, SessionFetch) and mine.session is not None
+    session = mine.session
+    # Someone else's full fetch naming it (close, or close and reopen) leaves it be.
+    for epoch in (FINAL_EPOCH, INITIAL_EPOCH):
+        other = cache.open_fetch(session.id, epoch, 2, positions(), [], NOW, owner="User:eve@h")
+        assert isinstance(other, SessionFetch)
+        assert cache.get(session.id) is session
+        assert other.session is None or other.session.id != session.id
+    # ...nor can they fetch incrementally in it (moving its epoch, its last fetch time).
+    epoch = session.epoch
+    answer_to_eve = cache.open_fetch(session.id, epoch, 2, {}, [], NOW + 5, owner="User:eve@h")
+    assert answer_to_eve == ErrorCode.fetch_session_id_not_found
+    assert session.epoch == epoch and session.last_used_ms == NOW
+    # Its owner still can, and closes it.
+    assert isinstance(
+        cache.open_fetch(session.id, epoch, 2, {}, [], NOW + 6, owner="User:broker-2@h"),
+        SessionFetch,
+    )
+    cache.open_fetch(session.id, FINAL_EPOCH, 2, {}, [], NOW + 7, owner="User:broker-2@h")
+    assert cache.get(session.id) is None

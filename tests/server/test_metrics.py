@@ -90,3 +90,32 @@ def test_metrics_off(cluster_factory: ClusterFactory) -> None:
     p.produce("quiet", value=b"still works")
     assert p.flush(30) == 0
     wait_until("the broker to keep running", lambda: cluster.is_running(1), timeout_s=5)
+
+
+def test_topic_metrics_are_removed_when_the_topic_is_deleted() -> None:
+    """Issue 26: per-topic children used to stay exported after the topic was deleted."""
+    from typing import Any, cast
+
+    from prometheus_client import generate_latest
+
+    from strandline.server.metrics import BrokerMetrics, BrokerStateCollector
+
+    metrics = BrokerMetrics(cast(Any, None))
+    # No broker here: only the counters are exported, not the gauges read from one.
+    for collector in list(metrics.registry._collector_to_names):  # noqa: SLF001
+        if isinstance(collector, BrokerStateCollector):
+            metrics.registry.unregister(collector)
+    metrics.bytes_in("gone", 10, 1)
+    metrics.bytes_out("gone", 5, replication=False)
+    metrics.bytes_in("kept", 7, 1)
+
+    def exported() -> str:
+        return generate_latest(metrics.registry).decode()
+
+    assert 'topic="gone"' in exported()
+    metrics.topic_deleted("gone")
+    metrics.topic_deleted("never-seen")
+    assert 'topic="gone"' not in exported()
+    assert 'kafka_server_brokertopicmetrics_bytesin_total{topic="kept"} 7.0' in exported()
+    metrics.bytes_in("gone", 3, 1)  # a topic made again under the same name starts at 0
+    assert 'kafka_server_brokertopicmetrics_bytesin_total{topic="gone"} 3.0' in exported()

@@ -66,7 +66,7 @@ async def describe_configs(ctx: BrokerContext, header: RequestHeader, request: A
                 read_only=e.read_only,
                 config_source=e.source,
                 is_default=e.source == 5,
-                is_sensitive=False,
+                is_sensitive=e.sensitive,
                 synonyms=tuple(
                     build(synonym_cls, name=s.name, value=s.value, source=s.source)
                     for s in e.synonyms

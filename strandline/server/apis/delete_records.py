@@ -6,7 +6,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from strandline.errors import KafkaError, OffsetOutOfRangeError
+from strandline.errors import InvalidTopicError, KafkaError, OffsetOutOfRangeError
+from strandline.internal_topics import is_internal
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
 from strandline.security.acl import AclOperation
@@ -34,6 +35,8 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             error, low = ErrorCode.none, -1
             try:
                 require_topic(ctx, AclOperation.DELETE, t.name)
+                if is_internal(t.name):
+                    raise InvalidTopicError(f"cannot delete records of internal topic {t.name}")
                 hosted = rm.leader_partition(tp)
                 offset = hosted.high_watermark if p.offset == HIGH_WATERMARK else p.offset
                 if offset < 0 or offset > hosted.high_watermark:

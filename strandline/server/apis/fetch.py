@@ -32,6 +32,7 @@ from strandline.server.fetch_session import (
     session_key,
 )
 from strandline.server.replica_manager import ReplicaManager
+from strandline.server.session import current_session
 from strandline.server.zero_copy import SEND_REGIONS
 from strandline.storage.file_region import Records
 from strandline.storage.txn_index import AbortedTxn
@@ -45,26 +46,42 @@ NO_THROTTLE_MS = 0
 async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
     rm = ctx.replica_manager
     replica_id = request.replica_id
+    requested = {
+        TopicPartition(t.topic, p.partition): PartitionPosition(
+            p.fetch_offset,
+            p.partition_max_bytes,
+            p.current_leader_epoch,
+            p.log_start_offset,
+        )
+        for t in request.topics
+        for p in t.partitions
+    }
+    # Issue 26: authorized before a session is opened or a follower position recorded.
+    # A replica id without CLUSTER_ACTION is only a claim: no session, nothing recorded.
+    if replica_id >= 0 and not cluster_authorized(ctx, AclOperation.CLUSTER_ACTION):
+        refused = dict.fromkeys(requested, _DENIED)
+        return _response(
+            header.api_version,
+            header.correlation_id,
+            list(requested),
+            refused,
+            INVALID_SESSION_ID,
+            ErrorCode.none,
+        )
+    denied = _unauthorized(ctx, requested, replica_id)
+    session = current_session()
     fetch = rm.fetch_sessions.open_fetch(
         request.session_id,
         request.session_epoch,
         replica_id,
-        {
-            TopicPartition(t.topic, p.partition): PartitionPosition(
-                p.fetch_offset,
-                p.partition_max_bytes,
-                p.current_leader_epoch,
-                p.log_start_offset,
-            )
-            for t in request.topics
-            for p in t.partitions
-        },
+        {tp: w for tp, w in requested.items() if tp not in denied},
         (
             TopicPartition(f.topic, partition)
             for f in request.forgotten_topics_data
             for partition in f.partitions
         ),
         ctx.now_ms(),
+        owner=f"{session.principal}@{session.peer_host}",
     )
     if isinstance(fetch, ErrorCode):
         # FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH: the fetcher starts a
@@ -76,7 +93,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         rm.note_session_fetch(replica_id, fetch.session.id)
     # What to read: partition -> position (a copy: a waiting session fetch grows its own).
     wanted = dict(fetch.to_read())
-    denied = _unauthorized(ctx, wanted, replica_id)
+    denied |= _unauthorized(ctx, wanted, replica_id)
     if denied:
         wanted = {tp: w for tp, w in wanted.items() if tp not in denied}
     throttle = rm.throttle
@@ -156,8 +173,10 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             if result[1]:
                 ctx.metrics.bytes_out(tp.topic, len(result[1]), replication=replica_id >= 0)
     for tp in denied:
-        results[tp] = (ErrorCode.topic_authorization_failed, b"", -1, -1, -1, None)
+        results[tp] = _DENIED
     named = fetch.respond(_answers(rm, fetch, wanted, results, replica_id, isolation))
+    # Refused partitions are never in a session; the response names them all the same.
+    named += [tp for tp in denied if tp not in named]
     return _response(
         header.api_version,
         header.correlation_id,
@@ -208,6 +227,7 @@ def _unauthorized(
 # error, records, high watermark, log start, last stable offset, aborted txns (read_committed)
 # The records are a FileRegion (len() = size) on connections that send with sendfile.
 _Result = tuple[ErrorCode, Records, int, int, int, list[AbortedTxn] | None]
+_DENIED: _Result = (ErrorCode.topic_authorization_failed, b"", -1, -1, -1, None)
 
 
 def _collect(

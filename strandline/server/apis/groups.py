@@ -114,7 +114,7 @@ async def find_coordinator(ctx: BrokerContext, header: RequestHeader, request: A
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
     keys: list[str] = list(request.coordinator_keys) if v >= 4 else [request.key]
     if key_type == GROUP_KEY_TYPE and not ctx.metadata_cache.has_topic(OFFSETS_TOPIC):
-        await _ensure_offsets_topic(ctx)
+        await ensure_offsets_topic(ctx)
     found = [(key, *_coordinator_for(ctx, key_type, key)) for key in keys]
     if v >= 4:
         entry = response_class(FIND_COORDINATOR, v, "Coordinator")
@@ -185,7 +185,7 @@ def _coordinator_for(
     return ErrorCode.none, leader.broker_id, *address
 
 
-async def _ensure_offsets_topic(ctx: BrokerContext) -> None:
+async def ensure_offsets_topic(ctx: BrokerContext) -> None:
     """Create `__consumer_offsets` on first use, as Kafka does from FindCoordinator."""
     service = ctx.group_service
     task = service.offsets_topic_creation

@@ -14,7 +14,7 @@ from strandline.protocol.messages import build, response_class
 from strandline.security.acl import AclOperation
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
-from strandline.server.authz import require_topic
+from strandline.server.authz import cluster_authorized, require_topic
 from strandline.server.context import BrokerContext
 from strandline.server.replica_manager import READ_COMMITTED
 from strandline.types import (
@@ -32,19 +32,24 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     v = header.api_version
     partition_cls = response_class(API_KEY, v, "ListOffsetsPartitionResponse")
     topic_cls = response_class(API_KEY, v, "ListOffsetsTopicResponse")
+    # Kafka checks DESCRIBE on each topic whoever asks: a replica id is only a claim.
+    # Beyond that, only a principal with CLUSTER_ACTION (a broker) is answered as the
+    # replica it claims to be (the log end offset rather than the high watermark).
+    replica_id = request.replica_id
+    if replica_id >= 0 and not cluster_authorized(ctx, AclOperation.CLUSTER_ACTION):
+        replica_id = CONSUMER_REPLICA_ID
     topics = []
     for t in request.topics:
         partitions = []
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
             try:
-                if request.replica_id < 0:  # a follower's own lookups need no ACL
-                    require_topic(ctx, AclOperation.DESCRIBE, t.name)
+                require_topic(ctx, AclOperation.DESCRIBE, t.name)
                 offset, timestamp, epoch = _lookup(
                     ctx,
                     tp,
                     p.timestamp,
-                    request.replica_id,
+                    replica_id,
                     getattr(p, "current_leader_epoch", -1),
                     getattr(request, "isolation_level", 0),
                 )

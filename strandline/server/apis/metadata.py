@@ -9,14 +9,18 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 
 from strandline.errors import KafkaError
+from strandline.group.partitioning import OFFSETS_TOPIC
+from strandline.internal_topics import is_internal
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
 from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE
+from strandline.server.apis.groups import ensure_offsets_topic
 from strandline.server.apis.registry import api
 from strandline.server.authz import authorized, authorized_names, cluster_authorized
 from strandline.server.context import BrokerContext
 from strandline.server.session import current_session
+from strandline.transaction.partitioning import TRANSACTION_STATE_TOPIC
 
 API_KEY = 3
 log = logging.getLogger(__name__)
@@ -96,7 +100,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                 error_code=ErrorCode.none,
                 name=name,
                 topic_id=uuid_zero,  # ZooKeeper-era topics carry no id here
-                is_internal=name.startswith("__"),
+                is_internal=is_internal(name),
                 partitions=tuple(partitions),
             )
         )
@@ -121,7 +125,17 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
 
 async def _auto_create(ctx: BrokerContext, name: str) -> ErrorCode:
     """Create a missing topic with the broker defaults; like Kafka, answer
-    LEADER_NOT_AVAILABLE this time and let the client's metadata retry find it."""
+    LEADER_NOT_AVAILABLE this time and let the client's metadata retry find it.
+
+    An internal topic is created as its coordinator creates it (its partition count,
+    replication factor, compaction), never with the defaults of an ordinary topic:
+    groups are mapped over offsets.topic.num.partitions partitions."""
+    if name == OFFSETS_TOPIC:
+        await ensure_offsets_topic(ctx)
+        return ErrorCode.leader_not_available
+    if name == TRANSACTION_STATE_TOPIC:
+        ctx.txn_service.ensure_topic(ctx.topic_admin)
+        return ErrorCode.leader_not_available
     try:
         await ctx.topic_admin.create_topic(
             name,

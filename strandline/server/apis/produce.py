@@ -13,6 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strandline.errors import KafkaError
+from strandline.internal_topics import is_internal
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.produce_codec import decode_produce_request, encode_produce_response
 from strandline.protocol.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
@@ -77,6 +78,12 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                 continue
             if not pdata.records:
                 outcome.fail(ErrorCode.corrupt_message, "produce request without records")
+                continue
+            if is_internal(tp.topic):  # after the ACL check, as Kafka's appendToLocalLog
+                outcome.fail(
+                    ErrorCode.invalid_topic_exception,
+                    f"cannot append to internal topic {tp.topic}: only the broker writes it",
+                )
                 continue
             try:
                 info = rm.append_as_leader(tp, pdata.records, acks, now)
