@@ -98,13 +98,17 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         wanted = {tp: w for tp, w in wanted.items() if tp not in denied}
     throttle = rm.throttle
     # Replicas of a reassignment catching up, held to leader.replication.throttled.rate.
-    throttled = {
-        tp
-        for tp in wanted
-        if replica_id >= 0
-        and (h := rm.partitions.get(tp)) is not None
-        and throttle.leader_throttles(tp, h.isr, replica_id)
-    }
+    # (Looked at only while the leader quota is set: per partition it asks the ISR.)
+    throttled = (
+        {
+            tp
+            for tp in wanted
+            if (h := rm.partitions.get(tp)) is not None
+            and throttle.leader_throttles(tp, h.isr, replica_id)
+        }
+        if replica_id >= 0 and throttle.leader.limited
+        else set()
+    )
 
     def held() -> set[TopicPartition]:
         return throttled if throttled and throttle.leader.exceeded(throttle.clock()) else set()
