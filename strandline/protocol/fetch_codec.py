@@ -23,6 +23,7 @@ follower appends and drops, so a copy per partition would be pure cost.
 from __future__ import annotations
 
 import datetime
+import itertools
 import struct
 from collections.abc import Sequence
 from typing import NamedTuple, NoReturn
@@ -145,6 +146,9 @@ _FP4 = struct.Struct(">iqi")  # partition, fetch_offset, partition_max_bytes
 _FP5 = struct.Struct(">iqqi")  # partition, fetch_offset, log_start_offset, max_bytes
 _FP9 = struct.Struct(">iiqqi")  # partition, leader epoch, fetch_offset, log_start, max
 _FP12 = struct.Struct(">iiqiqi")  # ... fetch_offset, last_fetched_epoch, log_start, max
+_FP12_PADDED = struct.Struct(">iiqiqix")  # ... and an empty tagged-field section
+_repeat = itertools.repeat
+_view = memoryview
 
 
 def decode_fetch_request(version: int, frame: bytes, pos: int) -> FetchRequest:
@@ -260,15 +264,25 @@ def _decode_request_flexible(frame: bytes, pos: int) -> FetchRequest:
             n, pos = read_uvarint(frame, pos)
         if not n:
             null_where_required("partitions")
-        partitions: list[FetchPartition] = []
-        add = partitions.append
-        for _ in range(n - 1):
-            add(_new(FetchPartition, unpack12(frame, pos)))
-            pos += 32
-            if frame[pos]:
-                pos = skip_tags(frame, pos)
-            else:
-                pos += 1
+        count = n - 1
+        end = pos + 33 * count
+        if end <= size and frame[pos + 32 : end : 33].count(0) == count:
+            # No partition has tagged fields (as every follower and client writes
+            # them): the partitions are an array of 33-byte records, read in C.
+            partitions = list(
+                map(_new, _repeat(FetchPartition), _FP12_PADDED.iter_unpack(_view(frame)[pos:end]))
+            )
+            pos = end
+        else:
+            partitions = []
+            add = partitions.append
+            for _ in range(count):
+                add(_new(FetchPartition, unpack12(frame, pos)))
+                pos += 32
+                if frame[pos]:
+                    pos = skip_tags(frame, pos)
+                else:
+                    pos += 1
         if frame[pos]:
             pos = skip_tags(frame, pos)
         else:
