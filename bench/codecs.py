@@ -6,9 +6,10 @@ For each hot-path message: µs per message with kio (as the broker uses it today
 with `strandline.protocol.produce_codec` / `fetch_codec`, and kio ÷ ours. Encoders are
 timed twice: the encoder alone (kio given its objects ready-made) and the way a handler
 pays for it (kio: building its frozen dataclasses with `messages.build`, then encoding;
-ours: building plain tuples, then encoding). Each figure is the best of several runs
-(the least disturbed by other work on the machine). Prints a rich table and one
-`BENCH_JSON {...}` line. Figures are printed, never asserted.
+ours: building plain tuples, then encoding). Each figure is the best of many short
+runs, kio's and ours alternating (the runs least disturbed by other work on the
+machine). Prints a rich table and one `BENCH_JSON {...}` line. Figures are printed,
+never asserted.
 """
 
 from __future__ import annotations
@@ -56,12 +57,21 @@ BATCH = b"\x01" * 120  # one small batch (its bytes are not looked at)
 TOPIC = "bench-topic"
 
 
-def best_us(fn: Callable[[], object], repeat: int, budget_s: float) -> float:
-    """Best-of-`repeat` time of one call, in µs."""
-    timer = timeit.Timer(fn)
-    number, _ = timer.autorange()
-    number = max(1, int(number * budget_s / 0.2))
-    return min(timer.repeat(repeat, number)) / number * 1e6
+def best_pair_us(
+    kio_fn: Callable[[], object], ours_fn: Callable[[], object], rounds: int, run_s: float
+) -> tuple[float, float]:
+    """Best time of one call of each, in µs, over `rounds` runs of about `run_s` each,
+    alternating the two so that other work on the machine weighs on both alike."""
+    timers = [timeit.Timer(kio_fn), timeit.Timer(ours_fn)]
+    numbers = []
+    for timer in timers:
+        number, took = timer.autorange()
+        numbers.append(max(1, int(number * run_s / took)))
+    best = [float("inf"), float("inf")]
+    for _ in range(rounds):
+        for i, timer in enumerate(timers):
+            best[i] = min(best[i], timer.timeit(numbers[i]) / numbers[i])
+    return best[0] * 1e6, best[1] * 1e6
 
 
 # --- produce request ----------------------------------------------------------------
@@ -299,14 +309,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer, shorter runs")
     args = parser.parse_args()
-    repeat, budget = (3, 0.1) if args.quick else (7, 0.3)
+    rounds, run_s = (5, 0.01) if args.quick else (20, 0.02)
     table = Table(title="Hot-path codecs: µs per message (best of runs)")
     for col in ("message", "kio µs", "ours µs", "kio ÷ ours"):
         table.add_column(col, justify="left" if col == "message" else "right")
     figures: dict[str, dict[str, float]] = {}
     for name, kio_fn, ours_fn in cases():
-        kio_us = best_us(kio_fn, repeat, budget)
-        ours_us = best_us(ours_fn, repeat, budget)
+        kio_us, ours_us = best_pair_us(kio_fn, ours_fn, rounds, run_s)
         ratio = kio_us / ours_us
         figures[name] = {
             "kio_us": round(kio_us, 2),

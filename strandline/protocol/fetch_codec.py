@@ -603,7 +603,9 @@ def encode_fetch_request_v12(
 
 
 _RESP_HEAD12 = struct.Struct(">ihi")  # throttle, error, session
-_RESP_PD12 = struct.Struct(">ihqqq")  # partition, error, hw, lso, log start
+# partition, error, hw, lso, log start, aborted_transactions (if null: 0),
+# preferred_read_replica, the records' length's first byte
+_RESP_PD12 = struct.Struct(">ihqqqBiB")
 _Q2 = struct.Struct(">qq").unpack_from
 
 
@@ -648,23 +650,24 @@ def _decode_response_v12(data: bytes) -> tuple[int, FetchResponse]:
         partitions: list[PartitionData] = []
         add = partitions.append
         for _ in range(n - 1):
-            index, p_error, hw, lso, start = unpack_pd(data, pos)
-            pos += 30
-            n = data[pos]
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(data, pos)
+            # Read as if aborted_transactions were null (byte 0), as it is but for
+            # read_committed fetches; when it is not, read again from it.
+            index, p_error, hw, lso, start, n, preferred, records_size = unpack_pd(data, pos)
             aborted: list[AbortedTransaction] | None = None
-            if n:
+            if n == 0:
+                pos += 35
+            else:
+                pos += 30
+                n, pos = read_uvarint(data, pos)
                 aborted = []
                 for _ in range(n - 1):
                     aborted.append(_new(AbortedTransaction, _Q2(data, pos)))
                     pos += 16
                     pos = skip_tags(data, pos) if data[pos] else pos + 1
-            (preferred,) = _I32(data, pos)
-            pos += 4
-            n = data[pos]
+                (preferred,) = _I32(data, pos)
+                pos += 4
+                records_size = data[pos]
+            n = records_size
             if n < 0x80:
                 pos += 1
             else:

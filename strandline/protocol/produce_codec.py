@@ -76,6 +76,7 @@ _timedelta = datetime.timedelta
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 _II = struct.Struct(">ii").unpack_from  # partition index, records length
+_IB = struct.Struct(">iB").unpack_from
 _HII = struct.Struct(">hii").unpack_from  # acks, timeout, topic count
 _HI = struct.Struct(">hi").unpack_from  # acks, timeout
 
@@ -192,13 +193,11 @@ def _decode_flexible(frame: bytes, pos: int) -> ProduceRequest:
         partitions: list[PartitionProduceData] = []
         add = partitions.append
         for _ in range(n_partitions - 1):
-            (index,) = _I32(frame, pos)
-            pos += 4
-            n = frame[pos]
+            index, n = _IB(frame, pos)  # the index and the records' length's first byte
             if n < 0x80:
-                pos += 1
+                pos += 5
             else:
-                n, pos = read_uvarint(frame, pos)
+                n, pos = read_uvarint(frame, pos + 4)
             if n:
                 end = pos + n - 1
                 if end > size:
