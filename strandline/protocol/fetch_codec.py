@@ -396,6 +396,12 @@ _PD4_NULL = struct.Struct(">ihqqi")
 _PD5_NULL = struct.Struct(">ihqqqi")
 _PD11_NULL = struct.Struct(">ihqqqii")  # + preferred_read_replica
 _PD12_NULL = struct.Struct(">ihqqqBi")  # compact null array, preferred_read_replica
+# ... and the length of its records, when they are bytes.
+_PD4_BYTES = struct.Struct(">ihqqii")
+_PD5_BYTES = struct.Struct(">ihqqqii")
+_PD11_BYTES = struct.Struct(">ihqqqiii")
+_PD12_BYTES1 = struct.Struct(">ihqqqBiB")  # the records' length as a 1-byte uvarint
+_PD12_BYTES2 = struct.Struct(">ihqqqBiBB")  # ... as a 2-byte uvarint
 # ... and without it, when there are aborted transactions to list.
 _PD4 = struct.Struct(">ihqq")
 _PD5 = struct.Struct(">ihqqq")
@@ -434,11 +440,11 @@ def encode_fetch_response(
     has_start = version >= 5
     has_preferred = version >= 11
     if has_preferred:
-        pack_null = _PD11_NULL.pack
+        pack_null, pack_bytes = _PD11_NULL.pack, _PD11_BYTES.pack
     elif has_start:
-        pack_null = _PD5_NULL.pack
+        pack_null, pack_bytes = _PD5_NULL.pack, _PD5_BYTES.pack
     else:
-        pack_null = _PD4_NULL.pack
+        pack_null, pack_bytes = _PD4_NULL.pack, _PD4_BYTES.pack
     pack_fixed = _PD5.pack if has_start else _PD4.pack
     pack_aborted = _ABORTED.pack
     for name, partitions in topics:
@@ -447,6 +453,16 @@ def encode_fetch_response(
         out += data
         out += _P32(len(partitions))
         for index, error, hw, lso, start, aborted, records in partitions:
+            if aborted is None and records is not None and not isinstance(records, FileRegion):
+                # The usual partition, its records' length packed with the rest.
+                if has_preferred:
+                    out += pack_bytes(index, error, hw, lso, start, -1, -1, len(records))
+                elif has_start:
+                    out += pack_bytes(index, error, hw, lso, start, -1, len(records))
+                else:
+                    out += pack_bytes(index, error, hw, lso, -1, len(records))
+                out += records
+                continue
             if aborted is None:
                 if has_preferred:
                     out += pack_null(index, error, hw, lso, start, -1, -1)
@@ -496,6 +512,8 @@ def _encode_response_flexible(
     chunks: list[Chunk] = []
     in_regions = 0
     pack_null = _PD12_NULL.pack
+    pack_bytes1 = _PD12_BYTES1.pack
+    pack_bytes2 = _PD12_BYTES2.pack
     pack_fixed = _PD5.pack
     pack_aborted = _ABORTED12.pack
     for name, partitions in topics:
@@ -504,6 +522,22 @@ def _encode_response_flexible(
         out += data
         out += uvarint(len(partitions) + 1)
         for index, error, hw, lso, start, aborted, records in partitions:
+            if aborted is None and records is not None and not isinstance(records, FileRegion):
+                # The usual partition, its records' length (a 1- or 2-byte varint below
+                # 16 KiB) packed with the rest.
+                size = len(records) + 1
+                if size < 0x80:
+                    out += pack_bytes1(index, error, hw, lso, start, 0, -1, size)
+                elif size < 0x4000:
+                    out += pack_bytes2(
+                        index, error, hw, lso, start, 0, -1, size & 0x7F | 0x80, size >> 7
+                    )
+                else:
+                    out += pack_null(index, error, hw, lso, start, 0, -1)
+                    out += uvarint(size)
+                out += records
+                out += b"\0"
+                continue
             if aborted is None:
                 out += pack_null(index, error, hw, lso, start, 0, -1)
             else:

@@ -235,6 +235,7 @@ _P3 = struct.Struct(">ihqq")  # index, error, base_offset, log_append_time
 _P5 = struct.Struct(">ihqqq")  # + log_start_offset
 _P8 = struct.Struct(">ihqqqi")  # + record_errors (always empty: length 0)
 _P9 = struct.Struct(">ihqqqB")  # compact record_errors (empty: uvarint 1)
+_P9_NULL = struct.Struct(">ihqqqBBB")  # ... null error_message, no tagged fields
 _H16 = struct.Struct(">h").pack
 _HI32 = struct.Struct(">i").pack
 
@@ -285,16 +286,17 @@ def _encode_flexible(
     out += b"\0"  # response header v1: no tagged fields
     out += uvarint(len(topics) + 1)
     pack9 = _P9.pack
+    pack9_null = _P9_NULL.pack
     for name, partitions in topics:
         data = name.encode()
         out += uvarint(len(data) + 1)
         out += data
         out += uvarint(len(partitions) + 1)
         for index, error, base, append_time, start, message in partitions:
-            out += pack9(index, error, base, append_time, start, 1)
             if message is None:
-                out += b"\0\0"  # null error_message, no tagged fields
+                out += pack9_null(index, error, base, append_time, start, 1, 0, 0)
             else:
+                out += pack9(index, error, base, append_time, start, 1)
                 out += compact_nullable_string(message)
                 out += b"\0"
         out += b"\0"

@@ -400,6 +400,19 @@ def test_response_with_many_partitions(version: int) -> None:
     assert joined(ours) == b"".join(encode_response(1, kio_response(version, topics, 0, 77, 0)))
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_response_records_lengths_at_varint_boundaries(version: int) -> None:
+    sizes = [0, 1, 125, 126, 127, 128, 16_382, 16_383, 16_384, 70_000]
+    topics: list[FetchTopicResult] = [
+        ("t", [(i, 0, 10, 9, 0, None, bytes([i]) * size) for i, size in enumerate(sizes)])
+    ]
+    ours = encode_fetch_response(version, 1, topics)
+    assert joined(ours) == b"".join(encode_response(1, kio_response(version, topics, 0, 0, 0)))
+    if version >= 12:
+        _id, decoded = decode_fetch_response_v12(joined(ours)[4:])
+        assert [len(p.records or b"") for p in decoded.responses[0].partitions] == sizes
+
+
 # --- follower: v12 request encoder ------------------------------------------------
 
 request_partitions = st.tuples(i32, i32, i64, i32, i64, i32)
