@@ -174,10 +174,11 @@ def fetch_request_plan(partitions: int) -> list[tuple[int, int, int, int, int, i
     return [(p, 7, 5000 + p, -1, 0, 1 << 20) for p in range(partitions)]
 
 
-def kio_fetch_request(plan: list[tuple[int, int, int, int, int, int]]) -> Any:
-    """What replica_fetcher.py `_fetch` builds."""
-    m = request_module(1, 12)
-    return m.FetchRequest(
+def kio_fetch_request(plan: list[tuple[int, int, int, int, int, int]], version: int = 12) -> Any:
+    """What replica_fetcher.py `_fetch` builds (v12)."""
+    m = request_module(1, version)
+    return build(
+        m.FetchRequest,
         replica_id=2,
         max_wait=datetime.timedelta(milliseconds=500),
         min_bytes=1,
@@ -189,7 +190,8 @@ def kio_fetch_request(plan: list[tuple[int, int, int, int, int, int]]) -> Any:
             m.FetchTopic(
                 topic=TOPIC,
                 partitions=tuple(
-                    m.FetchPartition(
+                    build(
+                        m.FetchPartition,
                         partition=p,
                         current_leader_epoch=le,
                         fetch_offset=fo,
@@ -275,15 +277,16 @@ def cases() -> list[Case]:
             )
         )
     plan = fetch_request_plan(300)
-    frame = encode_request(1, "broker-2-fetcher", kio_fetch_request(plan))[4:]
-    header, pos = parse_header(frame)
-    out.append(
-        (
-            "Fetch v12 request decode, 300 partitions",
-            lambda: decode_request(header, frame, pos),
-            lambda: decode_fetch_request(12, frame, pos),
+    for version in (12, 11):
+        frame = encode_request(1, "client", kio_fetch_request(plan, version))[4:]
+        header, pos = parse_header(frame)
+        out.append(
+            (
+                f"Fetch v{version} request decode, 300 partitions",
+                lambda h=header, f=frame, p=pos: decode_request(h, f, p),
+                lambda v=version, f=frame, p=pos: decode_fetch_request(v, f, p),
+            )
         )
-    )
     out.append(
         (
             "Fetch v12 request build + encode (follower), 300",

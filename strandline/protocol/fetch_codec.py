@@ -26,7 +26,7 @@ import datetime
 import itertools
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple, NoReturn
+from typing import NamedTuple, NoReturn, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -54,7 +54,31 @@ FIRST_FLEXIBLE = 12
 # --- decoded request (broker side) ---------------------------------------------------
 
 
+class FetchPartitionFields(Protocol):
+    """A partition of a fetch request, of any version (the fields it lacks: -1)."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def current_leader_epoch(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def last_fetched_epoch(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def partition_max_bytes(self) -> int: ...
+
+
+# One class per wire layout, its fields in wire order, so that a topic's partitions
+# (an array of fixed-size records) are read by `struct.iter_unpack` in C; the fields
+# a version lacks are class attributes holding kio's defaults.
+
+
 class FetchPartition(NamedTuple):
+    """v12."""
+
     partition: int
     current_leader_epoch: int
     fetch_offset: int
@@ -63,9 +87,54 @@ class FetchPartition(NamedTuple):
     partition_max_bytes: int
 
 
+class _FetchPartitionV9(NamedTuple):
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+class FetchPartitionV9(_FetchPartitionV9):
+    """v9-11."""
+
+    __slots__ = ()
+    last_fetched_epoch = -1
+
+
+class _FetchPartitionV5(NamedTuple):
+    partition: int
+    fetch_offset: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+class FetchPartitionV5(_FetchPartitionV5):
+    """v5-8."""
+
+    __slots__ = ()
+    current_leader_epoch = -1
+    last_fetched_epoch = -1
+
+
+class _FetchPartitionV4(NamedTuple):
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+
+
+class FetchPartitionV4(_FetchPartitionV4):
+    """v4."""
+
+    __slots__ = ()
+    current_leader_epoch = -1
+    last_fetched_epoch = -1
+    log_start_offset = -1
+
+
 class FetchTopic(NamedTuple):
     topic: str
-    partitions: list[FetchPartition]
+    partitions: Sequence[FetchPartitionFields]
 
 
 class ForgottenTopic(NamedTuple):
@@ -179,7 +248,15 @@ def _decode_request_legacy(version: int, frame: bytes, pos: int) -> FetchRequest
     pos += 4
     if n_topics < 0:
         _bad_length("topics", n_topics)
-    unpack4, unpack5, unpack9 = _FP4.unpack_from, _FP5.unpack_from, _FP9.unpack_from
+    cls: type[FetchPartitionFields]
+    if version >= 9:
+        layout, cls = _FP9, FetchPartitionV9
+    elif version >= 5:
+        layout, cls = _FP5, FetchPartitionV5
+    else:
+        layout, cls = _FP4, FetchPartitionV4
+    stride = layout.size
+    iter_unpack = layout.iter_unpack
     topics: list[FetchTopic] = []
     for _ in range(n_topics):
         name, pos = _legacy_string(frame, pos, size, "topic name")
@@ -187,23 +264,11 @@ def _decode_request_legacy(version: int, frame: bytes, pos: int) -> FetchRequest
         pos += 4
         if n < 0:
             _bad_length("partitions", n)
-        partitions: list[FetchPartition] = []
-        add = partitions.append
-        if version >= 9:
-            for _ in range(n):
-                p, leader_epoch, offset, start, max_p = unpack9(frame, pos)
-                pos += 28
-                add(_new(FetchPartition, (p, leader_epoch, offset, -1, start, max_p)))
-        elif version >= 5:
-            for _ in range(n):
-                p, offset, start, max_p = unpack5(frame, pos)
-                pos += 24
-                add(_new(FetchPartition, (p, -1, offset, -1, start, max_p)))
-        else:
-            for _ in range(n):
-                p, offset, max_p = unpack4(frame, pos)
-                pos += 16
-                add(_new(FetchPartition, (p, -1, offset, -1, -1, max_p)))
+        end = pos + stride * n
+        if end > size:
+            past_end(f"{n} partitions of {name}", end, size)
+        partitions = list(map(_new, _repeat(cls), iter_unpack(_view(frame)[pos:end])))
+        pos = end
         topics.append(_new(FetchTopic, (name, partitions)))
     forgotten: list[ForgottenTopic] = []
     if version >= 7:
