@@ -3,8 +3,9 @@ encoder (v4-12), and the follower's v12 request encoder and response decoder.
 
 Fetch is the hot path of replication: a follower's fetch names every partition it
 follows (or, in a KIP-227 session, every one that changed), and its answer carries a
-batch or just offsets for each. kio reads and writes those through a generic per-field
-machinery; these do one precompiled `struct` call per partition. `tests/protocol/
+batch or just offsets for each. kio writes those through a generic per-field machinery;
+these write one precompiled `struct` call per partition, and read a topic's partitions
+(fixed-size records on the wire) with one `struct.iter_unpack`. `tests/protocol/
 test_fetch_codec.py` proves them byte-identical to kio (hypothesis, every version) and
 the response encoder chunk-for-chunk identical to `fetch_response.encode_chunked_response`
 (records given as FileRegions stay chunks of their own, to be sent with sendfile).
@@ -13,7 +14,8 @@ Decoded objects are NamedTuples with kio's attribute names (see `produce_codec` 
 not `__slots__` classes); arrays are lists. Fields a version lacks hold kio's defaults
 (session_id 0, session_epoch -1, current_leader_epoch -1, last_fetched_epoch -1,
 log_start_offset -1, no forgotten topics, rack_id ""), the values the fetch handler
-assumes when a kio object lacks them.
+assumes when a kio object lacks them; a partition of v4-11 is one class per wire layout
+whose missing fields are class attributes (`FetchPartitionFields` types them all).
 
 The follower's response decoder returns each partition's records as a memoryview of
 the response payload: a fetch answer is up to `max_bytes` of batches, which the

@@ -544,7 +544,7 @@ def v12_responses(draw: st.DrawFn) -> Any:
 TAGGED = frozenset({"diverging_epoch", "current_leader", "snapshot_id"})
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(response=v12_responses(), correlation_id=i32)
 def test_v12_response_decodes_as_kio_reads_it(response: Any, correlation_id: int) -> None:
     payload = b"".join(encode_response(correlation_id, response))[4:]
