@@ -16,8 +16,11 @@ frame alive for as long as anything downstream holds one batch of it.
 
 Malformed input raises `ProtocolError`. Where kio is lax, this follows Kafka: a null
 array where the schema has a non-null one is refused (kio returns None, on which the
-handler would fail). Trailing bytes after the body are ignored, as kio (and
-`codec.decode_request`) ignore them.
+handler would fail). Unknown tagged fields are skipped, as KIP-482 says (kio refuses
+them). Trailing bytes after the body are ignored, as kio (and `codec.decode_request`)
+ignore them. An array count larger than the bytes after it fails at the first missing
+byte; kio 0.6.5's native reader reserves memory for the count first and, for a compact
+(flexible) count near 2**32, aborts the whole process.
 """
 
 from __future__ import annotations
