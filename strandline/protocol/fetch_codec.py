@@ -3,8 +3,9 @@ encoder (v4-12), and the follower's v12 request encoder and response decoder.
 
 Fetch is the hot path of replication: a follower's fetch names every partition it
 follows (or, in a KIP-227 session, every one that changed), and its answer carries a
-batch or just offsets for each. kio reads and writes those through a generic per-field
-machinery; these do one precompiled `struct` call per partition. `tests/protocol/
+batch or just offsets for each. kio writes those through a generic per-field machinery;
+these write one precompiled `struct` call per partition, and read a topic's partitions
+(fixed-size records on the wire) with one `struct.iter_unpack`. `tests/protocol/
 test_fetch_codec.py` proves them byte-identical to kio (hypothesis, every version) and
 the response encoder chunk-for-chunk identical to `fetch_response.encode_chunked_response`
 (records given as FileRegions stay chunks of their own, to be sent with sendfile).
@@ -13,7 +14,8 @@ Decoded objects are NamedTuples with kio's attribute names (see `produce_codec` 
 not `__slots__` classes); arrays are lists. Fields a version lacks hold kio's defaults
 (session_id 0, session_epoch -1, current_leader_epoch -1, last_fetched_epoch -1,
 log_start_offset -1, no forgotten topics, rack_id ""), the values the fetch handler
-assumes when a kio object lacks them.
+assumes when a kio object lacks them; a partition of v4-11 is one class per wire layout
+whose missing fields are class attributes (`FetchPartitionFields` types them all).
 
 The follower's response decoder returns each partition's records as a memoryview of
 the response payload: a fetch answer is up to `max_bytes` of batches, which the
@@ -23,9 +25,10 @@ follower appends and drops, so a copy per partition would be pure cost.
 from __future__ import annotations
 
 import datetime
+import itertools
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple, NoReturn
+from typing import NamedTuple, NoReturn, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -53,7 +56,31 @@ FIRST_FLEXIBLE = 12
 # --- decoded request (broker side) ---------------------------------------------------
 
 
+class FetchPartitionFields(Protocol):
+    """A partition of a fetch request, of any version (the fields it lacks: -1)."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def current_leader_epoch(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def last_fetched_epoch(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def partition_max_bytes(self) -> int: ...
+
+
+# One class per wire layout, its fields in wire order, so that a topic's partitions
+# (an array of fixed-size records) are read by `struct.iter_unpack` in C; the fields
+# a version lacks are class attributes holding kio's defaults.
+
+
 class FetchPartition(NamedTuple):
+    """v12."""
+
     partition: int
     current_leader_epoch: int
     fetch_offset: int
@@ -62,9 +89,54 @@ class FetchPartition(NamedTuple):
     partition_max_bytes: int
 
 
+class _FetchPartitionV9(NamedTuple):
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+class FetchPartitionV9(_FetchPartitionV9):
+    """v9-11."""
+
+    __slots__ = ()
+    last_fetched_epoch = -1
+
+
+class _FetchPartitionV5(NamedTuple):
+    partition: int
+    fetch_offset: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+class FetchPartitionV5(_FetchPartitionV5):
+    """v5-8."""
+
+    __slots__ = ()
+    current_leader_epoch = -1
+    last_fetched_epoch = -1
+
+
+class _FetchPartitionV4(NamedTuple):
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+
+
+class FetchPartitionV4(_FetchPartitionV4):
+    """v4."""
+
+    __slots__ = ()
+    current_leader_epoch = -1
+    last_fetched_epoch = -1
+    log_start_offset = -1
+
+
 class FetchTopic(NamedTuple):
     topic: str
-    partitions: list[FetchPartition]
+    partitions: Sequence[FetchPartitionFields]
 
 
 class ForgottenTopic(NamedTuple):
@@ -145,6 +217,9 @@ _FP4 = struct.Struct(">iqi")  # partition, fetch_offset, partition_max_bytes
 _FP5 = struct.Struct(">iqqi")  # partition, fetch_offset, log_start_offset, max_bytes
 _FP9 = struct.Struct(">iiqqi")  # partition, leader epoch, fetch_offset, log_start, max
 _FP12 = struct.Struct(">iiqiqi")  # ... fetch_offset, last_fetched_epoch, log_start, max
+_FP12_PADDED = struct.Struct(">iiqiqix")  # ... and an empty tagged-field section
+_repeat = itertools.repeat
+_view = memoryview
 
 
 def decode_fetch_request(version: int, frame: bytes, pos: int) -> FetchRequest:
@@ -175,7 +250,15 @@ def _decode_request_legacy(version: int, frame: bytes, pos: int) -> FetchRequest
     pos += 4
     if n_topics < 0:
         _bad_length("topics", n_topics)
-    unpack4, unpack5, unpack9 = _FP4.unpack_from, _FP5.unpack_from, _FP9.unpack_from
+    cls: type[FetchPartitionFields]
+    if version >= 9:
+        layout, cls = _FP9, FetchPartitionV9
+    elif version >= 5:
+        layout, cls = _FP5, FetchPartitionV5
+    else:
+        layout, cls = _FP4, FetchPartitionV4
+    stride = layout.size
+    iter_unpack = layout.iter_unpack
     topics: list[FetchTopic] = []
     for _ in range(n_topics):
         name, pos = _legacy_string(frame, pos, size, "topic name")
@@ -183,23 +266,11 @@ def _decode_request_legacy(version: int, frame: bytes, pos: int) -> FetchRequest
         pos += 4
         if n < 0:
             _bad_length("partitions", n)
-        partitions: list[FetchPartition] = []
-        add = partitions.append
-        if version >= 9:
-            for _ in range(n):
-                p, leader_epoch, offset, start, max_p = unpack9(frame, pos)
-                pos += 28
-                add(_new(FetchPartition, (p, leader_epoch, offset, -1, start, max_p)))
-        elif version >= 5:
-            for _ in range(n):
-                p, offset, start, max_p = unpack5(frame, pos)
-                pos += 24
-                add(_new(FetchPartition, (p, -1, offset, -1, start, max_p)))
-        else:
-            for _ in range(n):
-                p, offset, max_p = unpack4(frame, pos)
-                pos += 16
-                add(_new(FetchPartition, (p, -1, offset, -1, -1, max_p)))
+        end = pos + stride * n
+        if end > size:
+            past_end(f"{n} partitions of {name}", end, size)
+        partitions = list(map(_new, _repeat(cls), iter_unpack(_view(frame)[pos:end])))
+        pos = end
         topics.append(_new(FetchTopic, (name, partitions)))
     forgotten: list[ForgottenTopic] = []
     if version >= 7:
@@ -260,15 +331,25 @@ def _decode_request_flexible(frame: bytes, pos: int) -> FetchRequest:
             n, pos = read_uvarint(frame, pos)
         if not n:
             null_where_required("partitions")
-        partitions: list[FetchPartition] = []
-        add = partitions.append
-        for _ in range(n - 1):
-            add(_new(FetchPartition, unpack12(frame, pos)))
-            pos += 32
-            if frame[pos]:
-                pos = skip_tags(frame, pos)
-            else:
-                pos += 1
+        count = n - 1
+        end = pos + 33 * count
+        if end <= size and frame[pos + 32 : end : 33].count(0) == count:
+            # No partition has tagged fields (as every follower and client writes
+            # them): the partitions are an array of 33-byte records, read in C.
+            partitions = list(
+                map(_new, _repeat(FetchPartition), _FP12_PADDED.iter_unpack(_view(frame)[pos:end]))
+            )
+            pos = end
+        else:
+            partitions = []
+            add = partitions.append
+            for _ in range(count):
+                add(_new(FetchPartition, unpack12(frame, pos)))
+                pos += 32
+                if frame[pos]:
+                    pos = skip_tags(frame, pos)
+                else:
+                    pos += 1
         if frame[pos]:
             pos = skip_tags(frame, pos)
         else:
@@ -382,6 +463,12 @@ _PD4_NULL = struct.Struct(">ihqqi")
 _PD5_NULL = struct.Struct(">ihqqqi")
 _PD11_NULL = struct.Struct(">ihqqqii")  # + preferred_read_replica
 _PD12_NULL = struct.Struct(">ihqqqBi")  # compact null array, preferred_read_replica
+# ... and the length of its records, when they are bytes.
+_PD4_BYTES = struct.Struct(">ihqqii")
+_PD5_BYTES = struct.Struct(">ihqqqii")
+_PD11_BYTES = struct.Struct(">ihqqqiii")
+_PD12_BYTES1 = struct.Struct(">ihqqqBiB")  # the records' length as a 1-byte uvarint
+_PD12_BYTES2 = struct.Struct(">ihqqqBiBB")  # ... as a 2-byte uvarint
 # ... and without it, when there are aborted transactions to list.
 _PD4 = struct.Struct(">ihqq")
 _PD5 = struct.Struct(">ihqqq")
@@ -420,11 +507,11 @@ def encode_fetch_response(
     has_start = version >= 5
     has_preferred = version >= 11
     if has_preferred:
-        pack_null = _PD11_NULL.pack
+        pack_null, pack_bytes = _PD11_NULL.pack, _PD11_BYTES.pack
     elif has_start:
-        pack_null = _PD5_NULL.pack
+        pack_null, pack_bytes = _PD5_NULL.pack, _PD5_BYTES.pack
     else:
-        pack_null = _PD4_NULL.pack
+        pack_null, pack_bytes = _PD4_NULL.pack, _PD4_BYTES.pack
     pack_fixed = _PD5.pack if has_start else _PD4.pack
     pack_aborted = _ABORTED.pack
     for name, partitions in topics:
@@ -433,6 +520,16 @@ def encode_fetch_response(
         out += data
         out += _P32(len(partitions))
         for index, error, hw, lso, start, aborted, records in partitions:
+            if aborted is None and records is not None and not isinstance(records, FileRegion):
+                # The usual partition, its records' length packed with the rest.
+                if has_preferred:
+                    out += pack_bytes(index, error, hw, lso, start, -1, -1, len(records))
+                elif has_start:
+                    out += pack_bytes(index, error, hw, lso, start, -1, len(records))
+                else:
+                    out += pack_bytes(index, error, hw, lso, -1, len(records))
+                out += records
+                continue
             if aborted is None:
                 if has_preferred:
                     out += pack_null(index, error, hw, lso, start, -1, -1)
@@ -482,6 +579,8 @@ def _encode_response_flexible(
     chunks: list[Chunk] = []
     in_regions = 0
     pack_null = _PD12_NULL.pack
+    pack_bytes1 = _PD12_BYTES1.pack
+    pack_bytes2 = _PD12_BYTES2.pack
     pack_fixed = _PD5.pack
     pack_aborted = _ABORTED12.pack
     for name, partitions in topics:
@@ -490,6 +589,22 @@ def _encode_response_flexible(
         out += data
         out += uvarint(len(partitions) + 1)
         for index, error, hw, lso, start, aborted, records in partitions:
+            if aborted is None and records is not None and not isinstance(records, FileRegion):
+                # The usual partition, its records' length (a 1- or 2-byte varint below
+                # 16 KiB) packed with the rest.
+                size = len(records) + 1
+                if size < 0x80:
+                    out += pack_bytes1(index, error, hw, lso, start, 0, -1, size)
+                elif size < 0x4000:
+                    out += pack_bytes2(
+                        index, error, hw, lso, start, 0, -1, size & 0x7F | 0x80, size >> 7
+                    )
+                else:
+                    out += pack_null(index, error, hw, lso, start, 0, -1)
+                    out += uvarint(size)
+                out += records
+                out += b"\0"
+                continue
             if aborted is None:
                 out += pack_null(index, error, hw, lso, start, 0, -1)
             else:
@@ -589,7 +704,9 @@ def encode_fetch_request_v12(
 
 
 _RESP_HEAD12 = struct.Struct(">ihi")  # throttle, error, session
-_RESP_PD12 = struct.Struct(">ihqqq")  # partition, error, hw, lso, log start
+# partition, error, hw, lso, log start, aborted_transactions (if null: 0),
+# preferred_read_replica, the records' length's first byte
+_RESP_PD12 = struct.Struct(">ihqqqBiB")
 _Q2 = struct.Struct(">qq").unpack_from
 
 
@@ -634,23 +751,24 @@ def _decode_response_v12(data: bytes) -> tuple[int, FetchResponse]:
         partitions: list[PartitionData] = []
         add = partitions.append
         for _ in range(n - 1):
-            index, p_error, hw, lso, start = unpack_pd(data, pos)
-            pos += 30
-            n = data[pos]
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(data, pos)
+            # Read as if aborted_transactions were null (byte 0), as it is but for
+            # read_committed fetches; when it is not, read again from it.
+            index, p_error, hw, lso, start, n, preferred, records_size = unpack_pd(data, pos)
             aborted: list[AbortedTransaction] | None = None
-            if n:
+            if n == 0:
+                pos += 35
+            else:
+                pos += 30
+                n, pos = read_uvarint(data, pos)
                 aborted = []
                 for _ in range(n - 1):
                     aborted.append(_new(AbortedTransaction, _Q2(data, pos)))
                     pos += 16
                     pos = skip_tags(data, pos) if data[pos] else pos + 1
-            (preferred,) = _I32(data, pos)
-            pos += 4
-            n = data[pos]
+                (preferred,) = _I32(data, pos)
+                pos += 4
+                records_size = data[pos]
+            n = records_size
             if n < 0x80:
                 pos += 1
             else:

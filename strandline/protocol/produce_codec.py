@@ -16,8 +16,11 @@ frame alive for as long as anything downstream holds one batch of it.
 
 Malformed input raises `ProtocolError`. Where kio is lax, this follows Kafka: a null
 array where the schema has a non-null one is refused (kio returns None, on which the
-handler would fail). Trailing bytes after the body are ignored, as kio (and
-`codec.decode_request`) ignore them.
+handler would fail). Unknown tagged fields are skipped, as KIP-482 says (kio refuses
+them). Trailing bytes after the body are ignored, as kio (and `codec.decode_request`)
+ignore them. An array count larger than the bytes after it fails at the first missing
+byte; kio 0.6.5's native reader reserves memory for the count first and, for a compact
+(flexible) count near 2**32, aborts the whole process.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ _timedelta = datetime.timedelta
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 _II = struct.Struct(">ii").unpack_from  # partition index, records length
+_IB = struct.Struct(">iB").unpack_from
 _HII = struct.Struct(">hii").unpack_from  # acks, timeout, topic count
 _HI = struct.Struct(">hi").unpack_from  # acks, timeout
 
@@ -192,13 +196,11 @@ def _decode_flexible(frame: bytes, pos: int) -> ProduceRequest:
         partitions: list[PartitionProduceData] = []
         add = partitions.append
         for _ in range(n_partitions - 1):
-            (index,) = _I32(frame, pos)
-            pos += 4
-            n = frame[pos]
+            index, n = _IB(frame, pos)  # the index and the records' length's first byte
             if n < 0x80:
-                pos += 1
+                pos += 5
             else:
-                n, pos = read_uvarint(frame, pos)
+                n, pos = read_uvarint(frame, pos + 4)
             if n:
                 end = pos + n - 1
                 if end > size:
@@ -236,6 +238,7 @@ _P3 = struct.Struct(">ihqq")  # index, error, base_offset, log_append_time
 _P5 = struct.Struct(">ihqqq")  # + log_start_offset
 _P8 = struct.Struct(">ihqqqi")  # + record_errors (always empty: length 0)
 _P9 = struct.Struct(">ihqqqB")  # compact record_errors (empty: uvarint 1)
+_P9_NULL = struct.Struct(">ihqqqBBB")  # ... null error_message, no tagged fields
 _H16 = struct.Struct(">h").pack
 _HI32 = struct.Struct(">i").pack
 
@@ -286,16 +289,17 @@ def _encode_flexible(
     out += b"\0"  # response header v1: no tagged fields
     out += uvarint(len(topics) + 1)
     pack9 = _P9.pack
+    pack9_null = _P9_NULL.pack
     for name, partitions in topics:
         data = name.encode()
         out += uvarint(len(data) + 1)
         out += data
         out += uvarint(len(partitions) + 1)
         for index, error, base, append_time, start, message in partitions:
-            out += pack9(index, error, base, append_time, start, 1)
             if message is None:
-                out += b"\0\0"  # null error_message, no tagged fields
+                out += pack9_null(index, error, base, append_time, start, 1, 0, 0)
             else:
+                out += pack9(index, error, base, append_time, start, 1)
                 out += compact_nullable_string(message)
                 out += b"\0"
         out += b"\0"
