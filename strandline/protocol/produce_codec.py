@@ -80,6 +80,7 @@ _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 _II = struct.Struct(">ii").unpack_from  # partition index, records length
 _IB = struct.Struct(">iB").unpack_from
+_IBB = struct.Struct(">iBB").unpack_from
 _HII = struct.Struct(">hii").unpack_from  # acks, timeout, topic count
 _HI = struct.Struct(">hi").unpack_from  # acks, timeout
 
@@ -196,9 +197,14 @@ def _decode_flexible(frame: bytes, pos: int) -> ProduceRequest:
         partitions: list[PartitionProduceData] = []
         add = partitions.append
         for _ in range(n_partitions - 1):
-            index, n = _IB(frame, pos)  # the index and the records' length's first byte
+            # The index and the records' length's first two bytes: a small batch's
+            # length is a one- or two-byte varint, read here without a call.
+            index, n, second = _IBB(frame, pos)
             if n < 0x80:
                 pos += 5
+            elif second < 0x80:
+                n = (n & 0x7F) | (second << 7)
+                pos += 6
             else:
                 n, pos = read_uvarint(frame, pos + 4)
             if n:
