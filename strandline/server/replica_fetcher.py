@@ -342,6 +342,7 @@ class ReplicaFetcher:
             )
             return
         now = clock.now_ms()
+        fetched_bytes = 0
         for t in response.responses:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
@@ -371,13 +372,15 @@ class ReplicaFetcher:
                     # Kafka's fetcher lag: the leader's HW minus our next fetch offset.
                     self.manager.lags[tp] = max(p.high_watermark - h.log.log_end_offset, 0)
                     if p.records:
-                        self.manager.metrics.replication_bytes_in(len(p.records))
+                        fetched_bytes += len(p.records)
                 except StorageError:
                     # Already in the state-change log (once per failure, not per
                     # fetch); the log is unchanged, so this refetches the same offset.
                     self._delayed_until[tp] = clock.monotonic_s() + STORAGE_BACKOFF_S
                 except KafkaError as e:
                     log.error("follower append to %s failed: %s", tp, e)
+        if fetched_bytes:
+            self.manager.metrics.replication_bytes_in(fetched_bytes)
         self.manager.metrics.fetcher_round(clock.perf_s() - sent)
 
     async def _on_out_of_range(self, conn: KafkaConnection, hosted: HostedPartition) -> None:

@@ -522,10 +522,14 @@ class ReplicaManager:
 
     def _session_fetch_times(self, hosted: HostedPartition) -> dict[int, int] | None:
         """When each follower's fetch session last asked for this partition."""
-        if not self._follower_sessions:
+        leader_state = hosted.leader_state
+        if not self._follower_sessions or leader_state is None:
             return None
         times = {}
-        for broker_id in hosted.replicas:
+        leader_log_end_offset = leader_state.log_end_offset  # before this append
+        for broker_id, replica in leader_state.remote_replicas.items():
+            if replica.log_end_offset != leader_log_end_offset:
+                continue  # not at our LEO: a session fetch cannot show it caught up
             session_id = self._follower_sessions.get(broker_id)
             if session_id is not None:
                 fetched = self.fetch_sessions.last_fetch_ms(session_id, hosted.tp)

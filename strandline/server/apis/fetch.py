@@ -74,7 +74,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         request.session_id,
         request.session_epoch,
         replica_id,
-        {tp: w for tp, w in requested.items() if tp not in denied},
+        {tp: w for tp, w in requested.items() if tp not in denied} if denied else requested,
         (
             TopicPartition(f.topic, partition)
             for f in request.forgotten_topics_data
@@ -122,8 +122,11 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         for tp, w in wanted.items():
             if results[tp][0] == ErrorCode.none:
                 rm.on_follower_fetch(tp, replica_id, w.fetch_offset, now)
-    total = sum(len(r[1]) for r in results.values())
-    has_error = any(r[0] != ErrorCode.none for r in results.values())
+    total = 0
+    has_error = False
+    for result in results.values():
+        total += len(result[1])
+        has_error = has_error or result[0] != ErrorCode.none
     wait_s = request.max_wait.total_seconds()
     incremental = fetch.session is not None and not fetch.full
     if (wanted or incremental) and not has_error and total < request.min_bytes and wait_s > 0:
@@ -173,9 +176,14 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         if tp in results:
             throttle.leader.record(len(results[tp][1]), throttle.clock())
     if ctx.metrics.enabled:
+        # One counter step per topic (per response for followers), not per partition.
+        out: dict[str, int] = {}
         for tp, result in results.items():
             if result[1]:
-                ctx.metrics.bytes_out(tp.topic, len(result[1]), replication=replica_id >= 0)
+                topic = "" if replica_id >= 0 else tp.topic
+                out[topic] = out.get(topic, 0) + len(result[1])
+        for topic, size in out.items():
+            ctx.metrics.bytes_out(topic, size, replication=replica_id >= 0)
     for tp in denied:
         results[tp] = _DENIED
     named = fetch.respond(_answers(rm, fetch, wanted, results, replica_id, isolation))
