@@ -22,6 +22,7 @@ from typing import Any
 import typer
 from kio.schema.errors import ErrorCode
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from strandline.cli.configs import Entity, alter_entity
@@ -73,7 +74,7 @@ class ToolError(AdminError):
 
 
 def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}")
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code=1)
 
 
