@@ -2,17 +2,19 @@
 
 `reassign` takes kafka-reassign-partitions.sh's --execute, --verify, --list and --cancel.
 
-`reassign` and `elect` talk to the cluster over the Kafka protocol
-(AlterPartitionReassignments/ListPartitionReassignments, ElectLeaders), sending to the
-controller that Metadata names, as Kafka's admin client does. `verify-replicas` reads
-a local cluster's segment files directly.
+`reassign` and `elect` talk to the cluster over the Kafka protocol through the shared
+admin client (strandline.client.admin: AlterPartitionReassignments,
+ListPartitionReassignments, ElectLeaders sent to the controller that Metadata names, as
+Kafka's admin client does; IncrementalAlterConfigs for the throttle), so
+`--command-config` carries their TLS/SASL settings as it does every tool's.
+`verify-replicas` fetches every replica over the network, or reads a local cluster's
+segment files directly.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,11 @@ from typing import Any
 import typer
 from kio.schema.errors import ErrorCode
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from strandline.client.connection import send_request
+from strandline.cli.configs import Entity, alter_entity
+from strandline.client.admin import AdminClient, AdminError, AdminSettings, BlockingAdmin
 from strandline.controller.assignment import propose_reassignment
 from strandline.errors import KafkaError
 from strandline.protocol.codec import request_type
@@ -39,7 +43,6 @@ from strandline.types import TopicPartition
 ELECT_LEADERS = 43
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
-METADATA = 3
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 REQUEST_TIMEOUT = datetime.timedelta(seconds=30)
 
@@ -47,58 +50,53 @@ console = Console()
 err_console = Console(stderr=True)
 
 BOOTSTRAP = typer.Option(..., "--bootstrap-server", help="host:port[,host:port] of any broker")
-COMMAND_CONFIG = typer.Option(  # Kafka's flag; read and checked (PLAINTEXT only until TLS/SASL)
-    None, "--command-config", help="Client properties file"
+COMMAND_CONFIG = typer.Option(  # noqa: B008 - typer's idiom
+    None,
+    "--command-config",
+    help="Client properties file: client.id, request.timeout.ms, TLS/SASL settings",
 )
+# The controller's requests carry a 30 s timeout of their own.
+TOOL_TIMEOUT_S = 40.0
 
 
-def _check_command_config(path: Path | None, tool: str) -> None:
-    from strandline.cli.configs import ConfigToolError, client_settings
-
+def connect(bootstrap: str, command_config: Path | None, tool: str) -> BlockingAdmin:
+    """The shared admin client with the --command-config's settings (one line on error)."""
     try:
-        settings = client_settings(path, tool)
-    except ConfigToolError as e:
+        return BlockingAdmin(
+            bootstrap, AdminSettings.from_file(command_config, tool, TOOL_TIMEOUT_S)
+        )
+    except AdminError as e:
         raise _fail(str(e)) from e
-    if settings.security is not None:
-        # Its requests go over plain sockets still (issue 26, not yet moved to the
-        # shared admin client): refused in one line rather than a hung connection.
-        protocol = settings.security.protocol.value
-        raise _fail(f"security.protocol={protocol} unsupported here (PLAINTEXT only)")
 
 
-class ToolError(RuntimeError):
+class ToolError(AdminError):
     pass
 
 
 def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}")
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code=1)
 
 
 # --- talking to the controller -------------------------------------------------------
 
 
-def _addresses(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for item in bootstrap.split(","):
-        host, _, port = item.strip().rpartition(":")
-        out.append((host or "127.0.0.1", int(port)))
-    return out
+Admin = BlockingAdmin | str  # a bootstrap string: a PLAINTEXT client for this one call
 
 
-def _metadata(bootstrap: str) -> Any:
-    last: Exception | None = None
-    for host, port in _addresses(bootstrap):
-        try:
-            request = request_type(METADATA, 12)(
-                topics=None,
-                allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            )
-            return send_request(host, port, request, timeout=10)
-        except OSError as e:
-            last = e
-    raise ToolError(f"no broker of {bootstrap} answered: {last}")
+def _with(admin: Admin, work: Any) -> Any:
+    """`work(client)` on the admin's AdminClient (a bootstrap string gets its own)."""
+    if isinstance(admin, str):
+        with BlockingAdmin(admin, AdminSettings("strandline-admin", TOOL_TIMEOUT_S)) as own:
+            return own.do(work)
+    return admin.do(work)
+
+
+def _metadata(admin: Admin) -> Any:
+    async def work(client: AdminClient) -> Any:
+        return await client.metadata()
+
+    return _with(admin, work)
 
 
 def _partition_replicas(metadata: Any) -> dict[TopicPartition, tuple[int, list[int]]]:
@@ -113,19 +111,13 @@ def _partition_replicas(metadata: Any) -> dict[TopicPartition, tuple[int, list[i
     }
 
 
-def send_to_controller(bootstrap: str, request: Any, attempts: int = 10) -> Any:
+def send_to_controller(admin: Admin, request: Any) -> Any:
     """Send `request` to the controller, following NOT_CONTROLLER while it moves."""
-    for _attempt in range(attempts):
-        metadata = _metadata(bootstrap)
-        brokers = {int(b.node_id): (b.host, int(b.port)) for b in metadata.brokers}
-        controller = int(metadata.controller_id)
-        if controller in brokers:
-            host, port = brokers[controller]
-            response = send_request(host, port, request, timeout=40)
-            if getattr(response, "error_code", ErrorCode.none) != ErrorCode.not_controller:
-                return response
-        time.sleep(0.5)
-    raise ToolError("could not reach the controller")
+
+    async def work(client: AdminClient) -> Any:
+        return await client.send_to_controller(request)
+
+    return _with(admin, work)
 
 
 # --- reassign ---------------------------------------------------------------------------
@@ -149,7 +141,7 @@ def parse_reassignment_json(text: str) -> dict[TopicPartition, list[int]]:
 
 
 def execute_reassignment(
-    bootstrap: str, wanted: Mapping[TopicPartition, list[int] | None]
+    admin: Admin, wanted: Mapping[TopicPartition, list[int] | None]
 ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
     """AlterPartitionReassignments; a None target cancels that partition's move."""
     cls = request_type(ALTER_PARTITION_REASSIGNMENTS, 0)
@@ -169,7 +161,7 @@ def execute_reassignment(
             for name, parts in by_topic.items()
         ),
     )
-    response = send_to_controller(bootstrap, request)
+    response = send_to_controller(admin, request)
     if response.error_code != ErrorCode.none:
         raise ToolError(f"{response.error_code.name}: {response.error_message}")
     return {
@@ -179,9 +171,9 @@ def execute_reassignment(
     }
 
 
-def ongoing_reassignments(bootstrap: str) -> dict[TopicPartition, Any]:
+def ongoing_reassignments(admin: Admin) -> dict[TopicPartition, Any]:
     request = request_type(LIST_PARTITION_REASSIGNMENTS, 0)(timeout=REQUEST_TIMEOUT, topics=None)
-    response = send_to_controller(bootstrap, request)
+    response = send_to_controller(admin, request)
     if response.error_code != ErrorCode.none:
         raise ToolError(f"{response.error_code.name}: {response.error_message}")
     return {
@@ -192,11 +184,11 @@ def ongoing_reassignments(bootstrap: str) -> dict[TopicPartition, Any]:
 
 
 def verify_reassignment(
-    bootstrap: str, wanted: dict[TopicPartition, list[int]]
+    admin: Admin, wanted: dict[TopicPartition, list[int]]
 ) -> dict[TopicPartition, str]:
     """tp -> "completed" | "in progress" | "failed" (assigned elsewhere, nothing moving)."""
-    ongoing = ongoing_reassignments(bootstrap)
-    assigned = _partition_replicas(_metadata(bootstrap))
+    ongoing = ongoing_reassignments(admin)
+    assigned = _partition_replicas(_metadata(admin))
     status = {}
     for tp, replicas in sorted(wanted.items()):
         if tp in ongoing:
@@ -212,9 +204,9 @@ def _ids(ids: Any) -> str:
     return ",".join(str(int(i)) for i in ids) or "-"
 
 
-def list_reassignments(bootstrap: str) -> None:
+def list_reassignments(admin: Admin) -> None:
     """Kafka's --list: every partition being moved, with AR, adding and removing."""
-    ongoing = ongoing_reassignments(bootstrap)
+    ongoing = ongoing_reassignments(admin)
     if not ongoing:
         console.print("No partition reassignments found.")
         return
@@ -230,10 +222,10 @@ def list_reassignments(bootstrap: str) -> None:
     console.print(table)
 
 
-def cancel_reassignments(bootstrap: str, wanted: dict[TopicPartition, list[int]]) -> None:
+def cancel_reassignments(admin: Admin, wanted: dict[TopicPartition, list[int]]) -> None:
     """Kafka's --cancel: the listed partitions go back to the replicas they had before
     their move started (AlterPartitionReassignments with null replicas)."""
-    results = execute_reassignment(bootstrap, dict.fromkeys(wanted))
+    results = execute_reassignment(admin, dict.fromkeys(wanted))
     cancelled = sorted(tp for tp, (code, _m) in results.items() if code == ErrorCode.none)
     if cancelled:
         names = ",".join(f"{tp.topic}-{tp.partition}" for tp in cancelled)
@@ -255,58 +247,37 @@ def cancel_reassignments(bootstrap: str, wanted: dict[TopicPartition, list[int]]
 
 
 def _alter_configs(
-    bootstrap: str, changes: Sequence[tuple[str, str, Mapping[str, str | None]]]
+    admin: Admin, changes: Sequence[tuple[str, str, Mapping[str, str | None]]]
 ) -> None:
     """IncrementalAlterConfigs: (resource type "topic"|"broker", name, key -> value or
-    None to delete)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        ResourceType,
-    )
+    None to delete); a broker's are sent to that broker, as Kafka's AdminClient does."""
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resources = [
-        ConfigResource(
-            ResourceType.TOPIC if kind == "topic" else ResourceType.BROKER,
-            name,
-            incremental_configs=[
-                ConfigEntry(
-                    key,
-                    value or "",
-                    incremental_operation=AlterConfigOpType.DELETE
-                    if value is None
-                    else AlterConfigOpType.SET,
-                )
-                for key, value in entries.items()
-            ],
-        )
-        for kind, name, entries in changes
-    ]
-    # One resource per call: librdkafka sends a broker's to that broker itself.
-    for resource in resources:
-        for future in admin.incremental_alter_configs([resource]).values():
+    async def work(client: AdminClient) -> None:
+        await client.metadata(())
+        for kind, name, entries in changes:
+            entity = Entity("topics" if kind == "topic" else "brokers", name)
+            add = {k: v for k, v in entries.items() if v is not None}
+            delete = [k for k, v in entries.items() if v is None]
             try:
-                future.result(timeout=30)
-            except KafkaException as e:
-                raise ToolError(f"altering configs of {resource}: {e.args[0].str()}") from e
+                await alter_entity(client, entity, add, delete)
+            except AdminError as e:
+                raise ToolError(f"altering configs of {kind} {name}: {e}") from e
+
+    _with(admin, work)
 
 
-def set_throttle(bootstrap: str, wanted: Mapping[TopicPartition, list[int]], rate: int) -> None:
+def set_throttle(admin: Admin, wanted: Mapping[TopicPartition, list[int]], rate: int) -> None:
     """What --execute --throttle sets (Kafka's ReassignPartitionsCommand): the rate on
     every broker taking part, the replica lists on each moving topic."""
     current = {
         (tp.topic, tp.partition): replicas
-        for tp, (_leader, replicas) in _partition_replicas(_metadata(bootstrap)).items()
+        for tp, (_leader, replicas) in _partition_replicas(_metadata(admin)).items()
     }
     topics, brokers = reassignment_throttles(
         current, {(tp.topic, tp.partition): r for tp, r in wanted.items()}
     )
     _alter_configs(
-        bootstrap,
+        admin,
         [("broker", str(b), {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)}) for b in brokers]
         + [("topic", topic, dict(lists)) for topic, lists in topics.items()],
     )
@@ -316,11 +287,11 @@ def set_throttle(bootstrap: str, wanted: Mapping[TopicPartition, list[int]], rat
     )
 
 
-def clear_throttle(bootstrap: str, topics: set[str]) -> None:
+def clear_throttle(admin: Admin, topics: set[str]) -> None:
     """--verify once every listed partition completed: the throttle goes, as in Kafka."""
-    brokers = sorted(_broker_ids(bootstrap))
+    brokers = sorted(_broker_ids(admin))
     _alter_configs(
-        bootstrap,
+        admin,
         [("broker", str(b), {LEADER_RATE: None, FOLLOWER_RATE: None}) for b in brokers]
         + [
             ("topic", topic, {LEADER_REPLICAS: None, FOLLOWER_REPLICAS: None})
@@ -331,12 +302,12 @@ def clear_throttle(bootstrap: str, topics: set[str]) -> None:
     console.print(f"Clearing topic-level throttles on topics {sorted(topics)}")
 
 
-def _broker_ids(bootstrap: str) -> list[int]:
-    return [int(b.node_id) for b in _metadata(bootstrap).brokers]
+def _broker_ids(admin: Admin) -> list[int]:
+    return [int(b.node_id) for b in _metadata(admin).brokers]
 
 
 def generate_reassignment(
-    bootstrap: str, topics_json: str, broker_list: str
+    admin: Admin, topics_json: str, broker_list: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(current, proposed) in Kafka's reassignment JSON for --generate."""
     obj = json.loads(topics_json)
@@ -347,7 +318,7 @@ def generate_reassignment(
         brokers = [int(b) for b in broker_list.split(",") if b.strip()]
     except ValueError as e:
         raise ToolError(f"--broker-list {broker_list!r}: expected ids like 1,2,3") from e
-    assigned = _partition_replicas(_metadata(bootstrap))
+    assigned = _partition_replicas(_metadata(admin))
     current: dict[str, dict[int, list[int]]] = {}
     for tp, (_leader, replicas) in sorted(assigned.items()):
         if tp.topic in names:
@@ -402,94 +373,96 @@ def reassign(
     command_config: Path | None = COMMAND_CONFIG,
 ) -> None:
     """Move partitions to new replicas (kafka-reassign-partitions.sh)."""
-    _check_command_config(command_config, "strandline-reassign")
-    chosen = [
-        flag
-        for flag, on in zip(
-            REASSIGN_ACTIONS, (execute, verify, list_, cancel, generate), strict=True
-        )
-        if on
-    ]
-    if len(chosen) != 1:
-        raise _fail(f"give exactly one of {', '.join(REASSIGN_ACTIONS)}")
-    if throttle is not None and not execute:
-        raise _fail("--throttle only goes with --execute")
-    if generate:
-        if topics_to_move_json_file is None or broker_list is None:
-            raise _fail("--generate needs --topics-to-move-json-file and --broker-list")
-        try:
-            now, proposed = generate_reassignment(
-                bootstrap_server, topics_to_move_json_file.read_text(), broker_list
+    with connect(bootstrap_server, command_config, "strandline-reassign") as admin:
+        chosen = [
+            flag
+            for flag, on in zip(
+                REASSIGN_ACTIONS, (execute, verify, list_, cancel, generate), strict=True
             )
-        except (ToolError, OSError, ValueError, KeyError, TypeError) as e:
-            raise _fail(str(e)) from e
-        console.print("Current partition replica assignment")
-        console.print(json.dumps(now), soft_wrap=True)
-        console.print("Proposed partition reassignment configuration")
-        console.print(json.dumps(proposed), soft_wrap=True)
-        return
-    if list_:
-        if reassignment_json_file is not None:
-            raise _fail("--list takes no --reassignment-json-file")
-        try:
-            list_reassignments(bootstrap_server)
-        except (ToolError, OSError, ValueError) as e:
-            raise _fail(str(e)) from e
-        return
-    if reassignment_json_file is None:
-        raise _fail(f"{chosen[0]} needs --reassignment-json-file")
-    try:
-        wanted = parse_reassignment_json(reassignment_json_file.read_text())
-        if cancel:
-            cancel_reassignments(bootstrap_server, wanted)
-        elif execute:
-            current = _partition_replicas(_metadata(bootstrap_server))
+            if on
+        ]
+        if len(chosen) != 1:
+            raise _fail(f"give exactly one of {', '.join(REASSIGN_ACTIONS)}")
+        if throttle is not None and not execute:
+            raise _fail("--throttle only goes with --execute")
+        if generate:
+            if topics_to_move_json_file is None or broker_list is None:
+                raise _fail("--generate needs --topics-to-move-json-file and --broker-list")
+            try:
+                now, proposed = generate_reassignment(
+                    admin, topics_to_move_json_file.read_text(), broker_list
+                )
+            except (AdminError, OSError, ValueError, KeyError, TypeError) as e:
+                raise _fail(str(e)) from e
             console.print("Current partition replica assignment")
-            console.print(
-                json.dumps(
-                    {
-                        "version": 1,
-                        "partitions": [
-                            {
-                                "topic": tp.topic,
-                                "partition": tp.partition,
-                                "replicas": current[tp][1],
-                            }
-                            for tp in sorted(wanted)
-                            if tp in current
-                        ],
-                    }
-                ),
-                soft_wrap=True,
-            )
-            if throttle is not None:
-                set_throttle(bootstrap_server, wanted, throttle)
-            results = execute_reassignment(bootstrap_server, wanted)
-            failed = {tp: r for tp, r in results.items() if r[0] != ErrorCode.none}
-            for tp, (code, message) in sorted(failed.items()):
-                err_console.print(f"{tp.topic}-{tp.partition}: {code.name} {message or ''}")
-            if failed:
-                raise typer.Exit(code=1)
-            console.print(
-                f"Successfully started partition reassignments for {len(results)} partitions"
-            )
-        else:
-            status = verify_reassignment(bootstrap_server, wanted)
-            for tp, state in status.items():
-                console.print(f"Reassignment of partition {tp.topic}-{tp.partition} is {state}.")
-            if all(state == "completed" for state in status.values()):
-                clear_throttle(bootstrap_server, {tp.topic for tp in wanted})
-            if any(s == "failed" for s in status.values()):
-                raise typer.Exit(code=1)
-    except (ToolError, OSError, ValueError, KeyError) as e:
-        raise _fail(str(e)) from e
+            console.print(json.dumps(now), soft_wrap=True)
+            console.print("Proposed partition reassignment configuration")
+            console.print(json.dumps(proposed), soft_wrap=True)
+            return
+        if list_:
+            if reassignment_json_file is not None:
+                raise _fail("--list takes no --reassignment-json-file")
+            try:
+                list_reassignments(admin)
+            except (AdminError, OSError, ValueError) as e:
+                raise _fail(str(e)) from e
+            return
+        if reassignment_json_file is None:
+            raise _fail(f"{chosen[0]} needs --reassignment-json-file")
+        try:
+            wanted = parse_reassignment_json(reassignment_json_file.read_text())
+            if cancel:
+                cancel_reassignments(admin, wanted)
+            elif execute:
+                current = _partition_replicas(_metadata(admin))
+                console.print("Current partition replica assignment")
+                console.print(
+                    json.dumps(
+                        {
+                            "version": 1,
+                            "partitions": [
+                                {
+                                    "topic": tp.topic,
+                                    "partition": tp.partition,
+                                    "replicas": current[tp][1],
+                                }
+                                for tp in sorted(wanted)
+                                if tp in current
+                            ],
+                        }
+                    ),
+                    soft_wrap=True,
+                )
+                if throttle is not None:
+                    set_throttle(admin, wanted, throttle)
+                results = execute_reassignment(admin, wanted)
+                failed = {tp: r for tp, r in results.items() if r[0] != ErrorCode.none}
+                for tp, (code, message) in sorted(failed.items()):
+                    err_console.print(f"{tp.topic}-{tp.partition}: {code.name} {message or ''}")
+                if failed:
+                    raise typer.Exit(code=1)
+                console.print(
+                    f"Successfully started partition reassignments for {len(results)} partitions"
+                )
+            else:
+                status = verify_reassignment(admin, wanted)
+                for tp, state in status.items():
+                    console.print(
+                        f"Reassignment of partition {tp.topic}-{tp.partition} is {state}."
+                    )
+                if all(state == "completed" for state in status.values()):
+                    clear_throttle(admin, {tp.topic for tp in wanted})
+                if any(s == "failed" for s in status.values()):
+                    raise typer.Exit(code=1)
+        except (AdminError, OSError, ValueError, KeyError) as e:
+            raise _fail(str(e)) from e
 
 
 # --- elect ----------------------------------------------------------------------------
 
 
 def elect_leaders(
-    bootstrap: str, election_type: int, tps: list[TopicPartition] | None
+    admin: Admin, election_type: int, tps: list[TopicPartition] | None
 ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
     cls = request_type(ELECT_LEADERS, 2)
     module = __import__(cls.__module__, fromlist=["TopicPartitions"])
@@ -504,7 +477,7 @@ def elect_leaders(
     request = cls(
         election_type=election_type, topic_partitions=topic_partitions, timeout=REQUEST_TIMEOUT
     )
-    response = send_to_controller(bootstrap, request)
+    response = send_to_controller(admin, request)
     if response.error_code != ErrorCode.none:
         raise ToolError(f"{response.error_code.name}")
     return {
@@ -524,60 +497,53 @@ def elect(
 ) -> None:
     """Elect leaders: preferred replicas or, for offline partitions, unclean
     (kafka-leader-election.sh)."""
-    _check_command_config(command_config, "strandline-elect")
-    if election_type not in ELECTION_TYPES:
-        raise _fail("--election-type must be preferred or unclean")
-    if all_topic_partitions == (topic is not None):
-        raise _fail("give either --topic T --partition P or --all-topic-partitions")
-    if topic is not None and partition is None:
-        raise _fail("--topic needs --partition")
-    tps = None if all_topic_partitions else [TopicPartition(str(topic), int(partition or 0))]
-    try:
-        results = elect_leaders(bootstrap_server, ELECTION_TYPES[election_type], tps)
-    except (ToolError, OSError) as e:
-        raise _fail(str(e)) from e
-    elected = [tp for tp, (code, _m) in results.items() if code == ErrorCode.none]
-    if elected:
-        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(elected))
-        console.print(f"Successfully completed leader election ({election_type}) for: {names}")
-    if not results:
-        console.print("Valid replica already elected for every partition")
-    failed = False
-    for tp, (code, message) in sorted(results.items()):
-        if code == ErrorCode.election_not_needed:
-            console.print(f"Valid replica already elected for partition {tp.topic}-{tp.partition}")
-        elif code != ErrorCode.none:
-            failed = True
-            err_console.print(
-                f"Election for {tp.topic}-{tp.partition} failed: {code.name} {message}"
-            )
-    if failed:
-        raise typer.Exit(code=1)
+    with connect(bootstrap_server, command_config, "strandline-elect") as admin:
+        if election_type not in ELECTION_TYPES:
+            raise _fail("--election-type must be preferred or unclean")
+        if all_topic_partitions == (topic is not None):
+            raise _fail("give either --topic T --partition P or --all-topic-partitions")
+        if topic is not None and partition is None:
+            raise _fail("--topic needs --partition")
+        tps = None if all_topic_partitions else [TopicPartition(str(topic), int(partition or 0))]
+        try:
+            results = elect_leaders(admin, ELECTION_TYPES[election_type], tps)
+        except (AdminError, OSError) as e:
+            raise _fail(str(e)) from e
+        elected = [tp for tp, (code, _m) in results.items() if code == ErrorCode.none]
+        if elected:
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(elected))
+            console.print(f"Successfully completed leader election ({election_type}) for: {names}")
+        if not results:
+            console.print("Valid replica already elected for every partition")
+        failed = False
+        for tp, (code, message) in sorted(results.items()):
+            if code == ErrorCode.election_not_needed:
+                console.print(
+                    f"Valid replica already elected for partition {tp.topic}-{tp.partition}"
+                )
+            elif code != ErrorCode.none:
+                failed = True
+                err_console.print(
+                    f"Election for {tp.topic}-{tp.partition} failed: {code.name} {message}"
+                )
+        if failed:
+            raise typer.Exit(code=1)
 
 
 # --- verify-replicas ----------------------------------------------------------------------
 
 
-def high_watermarks(cluster_dir: Path, bootstrap: str | None) -> dict[TopicPartition, int]:
-    """HWs from a running cluster (ListOffsets latest via a consumer), else from the
+def high_watermarks(cluster_dir: Path, admin: BlockingAdmin | None) -> dict[TopicPartition, int]:
+    """HWs from a running cluster (ListOffsets latest at each leader), else from the
     brokers' replication-offset-checkpoint files (the largest a replica wrote)."""
-    if bootstrap:
-        from confluent_kafka import Consumer
-        from confluent_kafka import TopicPartition as CkTopicPartition
+    if admin is not None:
 
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strandline-verify"})
-        try:
-            metadata = consumer.list_topics(timeout=10)
-            out = {}
-            for name, topic in metadata.topics.items():
-                for p in topic.partitions:
-                    _low, high = consumer.get_watermark_offsets(
-                        CkTopicPartition(name, p), timeout=10
-                    )
-                    out[TopicPartition(name, p)] = int(high)
-            return out
-        finally:
-            consumer.close()
+        async def work(client: AdminClient) -> dict[TopicPartition, int]:
+            await client.metadata()
+            return await client.list_offsets(list(client.leaders), -1)
+
+        running: dict[TopicPartition, int] = admin.do(work)
+        return running
     hws: dict[TopicPartition, int] = {}
     for data_dir in sorted(cluster_dir.glob("broker-*/data")):
         for tp in replica_verify.partitions_in([data_dir]):
@@ -605,12 +571,17 @@ def verify_replicas(
     local cluster's segment files with --data-dir."""
     if (data_dir is None) == (bootstrap_server is None):
         raise _fail("give exactly one of --data-dir, --bootstrap-server")
-    _check_command_config(command_config, "strandline-replica-verification")
+    try:
+        settings = AdminSettings.from_file(
+            command_config, "strandline-replica-verification", TOOL_TIMEOUT_S
+        )
+    except AdminError as e:
+        raise _fail(str(e)) from e
     if bootstrap_server is not None:
         from strandline.client.replica_verification import VerificationError, verify
 
         try:
-            results = verify(bootstrap_server, None if topic is None else [topic])
+            results = verify(bootstrap_server, None if topic is None else [topic], settings)
         except VerificationError as e:
             raise _fail(str(e)) from e
         _print_comparisons(results)
@@ -622,17 +593,28 @@ def verify_replicas(
     }
     if not data_dirs:
         raise _fail(f"no broker-*/data directories under {data_dir}")
-    bootstrap = None
+    admin = None
     if not offline:
         from strandline.cli.local_cluster import ClusterError, LocalCluster
 
         try:
             cluster = LocalCluster.load(data_dir)
             if any(cluster.is_running(b) for b in cluster.brokers):
-                bootstrap = cluster.bootstrap
-        except ClusterError:
-            bootstrap = None
-    hws = high_watermarks(data_dir, bootstrap)
+                if command_config is None and cluster.client_config:
+                    # A secured local cluster: its own client settings (the super user).
+                    settings = AdminSettings.from_properties(
+                        cluster.client_config, settings.client_id, settings.timeout_s
+                    )
+                admin = BlockingAdmin(cluster.bootstrap, settings)
+        except (ClusterError, AdminError):
+            admin = None
+    try:
+        hws = high_watermarks(data_dir, admin)
+    except AdminError as e:
+        raise _fail(str(e)) from e
+    finally:
+        if admin is not None:
+            admin.close()
     results = []
     for tp in sorted(replica_verify.partitions_in(list(data_dirs.values()))):
         if topic is not None and tp.topic != topic or tp not in hws:

@@ -28,12 +28,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Self
 
 import typer
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
-    AdminClient,
+    AdminClient as LibrdkafkaAdmin,
+)
+from confluent_kafka.admin import (
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialAlteration,
@@ -45,20 +47,22 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from strandline.cli.topics import TopicToolError, read_command_config
-from strandline.client.connection import KafkaConnection, KafkaConnectionError
-from strandline.client.security import ClientSecurity
-from strandline.protocol.messages import build, request_module
+from strandline.client.admin import (
+    DEFAULT_TIMEOUT_S,
+    AdminClient,
+    AdminError,
+    AdminSettings,
+    read_properties,
+    request,
+)
 from strandline.security.scram import SCRAM_MECHANISMS, check_iterations
-from strandline.server.config import ConfigError
 
 console = Console()
 err_console = Console(stderr=True)
 
-API_VERSIONS, METADATA, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 18, 3, 32, 44
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 OP_SET, OP_DELETE = 0, 1
-DEFAULT_TIMEOUT_S = 30.0
 
 # DescribeConfigs config_source values, as Kafka's tool prints them.
 SOURCE_NAMES = {
@@ -73,7 +77,7 @@ SOURCE_NAMES = {
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 
 
-class ConfigToolError(RuntimeError):
+class ConfigToolError(AdminError):
     """Reported to the user as one line, exit code 1."""
 
 
@@ -81,168 +85,31 @@ class UnknownEntityError(ConfigToolError):
     """The broker answered UNKNOWN_TOPIC_OR_PARTITION."""
 
 
-# --- talking to the cluster --------------------------------------------------------
+# --- talking to the cluster: the shared admin client (strandline.client.admin) ------
 
 
-@dataclass(frozen=True)
-class ClientSettings:
-    client_id: str
-    timeout_s: float
-    # TLS and/or SASL from --command-config (client/security: the client.properties
-    # `cluster up --security` writes works as it is); None for PLAINTEXT.
-    security: ClientSecurity | None = None
+# What --command-config may set: client.id, request.timeout.ms, TLS/SASL.
+ClientSettings = AdminSettings
 
 
-def client_settings(command_config: Path | None, client_id: str) -> ClientSettings:
-    """The --command-config keys these tools honour: client.id, request.timeout.ms and
-    the security settings (security.protocol, ssl.*, sasl.*), as a Kafka client reads
-    them; a setting that cannot work is refused in one line."""
-    try:
-        props = read_command_config(command_config)
-    except TopicToolError as e:
-        raise ConfigToolError(str(e)) from e
-    try:
-        security = ClientSecurity.from_config(props)
-    except (ValueError, ConfigError) as e:
-        raise ConfigToolError(f"--command-config: {e}") from e
-    try:
-        timeout_s = int(props.get("request.timeout.ms", DEFAULT_TIMEOUT_S * 1000)) / 1000
-    except ValueError as e:
-        raise ConfigToolError(f"request.timeout.ms={props['request.timeout.ms']!r}") from e
-    return ClientSettings(props.get("client.id", client_id), timeout_s, security)
+class AdminSession(AdminClient):
+    """The admin client once it has found its bootstrap broker and read every topic
+    (shared with `strandline log-dirs`)."""
 
-
-def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.strip().rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigToolError(f"--bootstrap-server: {text.strip()!r} is not HOST:PORT")
-    return host, int(port)
-
-
-def request(api_key: int, version: int, message: str, /, **fields: Any) -> Any:
-    """A kio request (or nested message) of one version, from the fields it has."""
-    return build(getattr(request_module(api_key, version), message), **fields)
-
-
-@dataclass(frozen=True)
-class TopicInfo:
-    name: str
-    partitions: tuple[int, ...]
-
-
-class AdminSession:
-    """Connections to one cluster: the first bootstrap server that answers, then any
-    broker by id. `brokers`, `topics` and the API version ranges come from the
-    bootstrap broker at start."""
-
-    def __init__(self, bootstrap: str, settings: ClientSettings) -> None:
-        self.bootstrap = [_address(a) for a in bootstrap.split(",") if a.strip()]
-        if not self.bootstrap:
-            raise ConfigToolError("--bootstrap-server is empty")
-        self.settings = settings
-        self.brokers: dict[int, tuple[str, int]] = {}
-        self.topics: dict[str, TopicInfo] = {}
-        self.api_versions: dict[int, tuple[int, int]] = {}
-        self._connections: dict[tuple[str, int], KafkaConnection] = {}
-        self._home: tuple[str, int] | None = None
-
-    async def __aenter__(self) -> AdminSession:
+    async def __aenter__(self) -> Self:
         try:
-            await self._start()
+            await self.metadata()
         except BaseException:
             await self.close()
             raise
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
-    async def close(self) -> None:
-        for connection in self._connections.values():
-            await connection.close()
-        self._connections.clear()
-
-    async def _start(self) -> None:
-        failures = []
-        for address in self.bootstrap:
-            try:
-                # v0: the one version every broker answers in a shape we can read.
-                response = await self._send(address, request(API_VERSIONS, 0, "ApiVersionsRequest"))
-            except ConfigToolError as e:
-                failures.append(str(e))
-                continue
-            if response.error_code != ErrorCode.none:
-                failures.append(f"{address[0]}:{address[1]}: ApiVersions {response.error_code}")
-                continue
-            self._home = address
-            self.api_versions = {
-                int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
-            }
-            await self.refresh_metadata()
-            return
-        raise ConfigToolError("; ".join(failures))
-
-    def version(self, api_key: int, low: int, high: int, name: str) -> int:
-        """The highest version both we (low..high) and the broker speak."""
-        found = self.api_versions.get(api_key)
-        if found is None or found[1] < low or found[0] > high:
-            raise ConfigToolError(f"the broker does not support {name} v{low}-{high}")
-        return min(high, found[1])
-
-    async def refresh_metadata(self) -> None:
-        v = self.version(METADATA, 1, 12, "Metadata")
-        response = await self.send(
-            request(
-                METADATA,
-                v,
-                "MetadataRequest",
-                topics=None,  # every topic
-                allow_auto_topic_creation=False,
-                include_cluster_authorized_operations=False,
-                include_topic_authorized_operations=False,
-            )
-        )
-        self.brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
-        self.topics = {
-            str(t.name): TopicInfo(
-                str(t.name), tuple(sorted(int(p.partition_index) for p in t.partitions))
-            )
-            for t in response.topics
-            if t.error_code == ErrorCode.none and t.name is not None
-        }
-
-    def require_broker(self, broker_id: int) -> None:
-        if broker_id not in self.brokers:
-            known = ", ".join(str(b) for b in sorted(self.brokers)) or "none"
-            raise ConfigToolError(f"broker {broker_id} is not in the cluster (brokers: {known})")
-
-    async def send(self, message: Any, broker_id: int | None = None) -> Any:
-        """To that broker, or to the bootstrap broker that answered."""
-        if broker_id is None:
-            assert self._home is not None
-            return await self._send(self._home, message)
-        self.require_broker(broker_id)
-        return await self._send(self.brokers[broker_id], message, f"broker {broker_id}")
-
-    async def _send(self, address: tuple[str, int], message: Any, who: str = "") -> Any:
-        where = f"{who + ' at ' if who else ''}{address[0]}:{address[1]}"
-        try:
-            connection = self._connections.get(address)
-            if connection is None or connection.closed:
-                connection = await KafkaConnection.open(
-                    *address,
-                    client_id=self.settings.client_id,
-                    timeout=self.settings.timeout_s,
-                    security=self.settings.security,
-                )
-                self._connections[address] = connection
-            return await connection.send(message, timeout=self.settings.timeout_s)
-        except TimeoutError:
-            raise ConfigToolError(
-                f"{where} did not answer within {self.settings.timeout_s:g} s"
-            ) from None
-        except (OSError, KafkaConnectionError) as e:
-            raise ConfigToolError(f"cannot reach {where}: {e}") from e
+def client_settings(command_config: Path | None, client_id: str) -> AdminSettings:
+    """The --command-config keys these tools honour: client.id, request.timeout.ms and
+    the security settings (security.protocol, ssl.*, sasl.*), as a Kafka client reads
+    them; a setting that cannot work is refused in one line."""
+    return AdminSettings.from_file(command_config, client_id, DEFAULT_TIMEOUT_S)
 
 
 # --- the tool ----------------------------------------------------------------------
@@ -338,7 +205,7 @@ def parse_names(text: str, flag: str) -> list[str]:
     return names
 
 
-async def describe_entity(session: AdminSession, entity: Entity) -> list[Config]:
+async def describe_entity(session: AdminClient, entity: Entity) -> list[Config]:
     v = session.version(DESCRIBE_CONFIGS, 1, 4, "DescribeConfigs")
     resource = request(
         DESCRIBE_CONFIGS,
@@ -381,7 +248,7 @@ async def describe_entity(session: AdminSession, entity: Entity) -> list[Config]
 
 
 async def alter_entity(
-    session: AdminSession, entity: Entity, add: dict[str, str], delete: list[str]
+    session: AdminClient, entity: Entity, add: dict[str, str], delete: list[str]
 ) -> None:
     v = session.version(INCREMENTAL_ALTER_CONFIGS, 0, 1, "IncrementalAlterConfigs")
     ops = [
@@ -594,10 +461,7 @@ class ScramUsers:
     """The two user-credential operations, through confluent-kafka's AdminClient."""
 
     def __init__(self, bootstrap: str, command_config: Path | None) -> None:
-        try:
-            props = read_command_config(command_config)
-        except TopicToolError as e:
-            raise ConfigToolError(str(e)) from e
+        props = read_properties(command_config)
         # The tool's own timeout, not a librdkafka admin property.
         try:
             self.timeout_s = int(props.pop("request.timeout.ms", DEFAULT_TIMEOUT_S * 1000)) / 1000
@@ -605,7 +469,7 @@ class ScramUsers:
             raise ConfigToolError("request.timeout.ms must be a number of milliseconds") from e
         props.setdefault("client.id", "strandline-configs")
         try:
-            self.admin = AdminClient({"bootstrap.servers": bootstrap, **props})
+            self.admin = LibrdkafkaAdmin({"bootstrap.servers": bootstrap, **props})
         except KafkaException as e:
             raise ConfigToolError(_admin_error(e)) from e
 
@@ -793,5 +657,5 @@ def configs(
                     await run_alter(session, Entity(kind, name), add, delete)
 
         asyncio.run(run())
-    except ConfigToolError as e:
+    except AdminError as e:
         raise _fail(str(e)) from e

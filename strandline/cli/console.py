@@ -14,7 +14,7 @@ import uvicorn
 from rich.console import Console
 from rich.markup import escape
 
-from strandline.cli.topics import TopicToolError, read_command_config
+from strandline.client.admin import AdminError, read_properties
 from strandline.console.app import create_app
 from strandline.console.gather import Gatherer
 from strandline.console.sources import ConsoleError, parse_metrics_urls, resolve
@@ -59,7 +59,9 @@ def console(
         [], "--metrics-url", help="BROKER_ID=URL of a broker's /metrics (repeatable)"
     ),
     command_config: Path | None = typer.Option(  # noqa: B008 - typer's idiom
-        None, "--command-config", help="Client properties file (security settings)"
+        None,
+        "--command-config",
+        help="Client properties file (TLS/SASL settings, as for every tool; docs/security.md)",
     ),
     port: int = typer.Option(8080, "--port", help="Port to serve on (0: any free one)"),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to serve on"),
@@ -69,8 +71,8 @@ def console(
     try:
         sources = resolve(bootstrap_server, zookeeper, data_dir, parse_metrics_urls(metrics_url))
         try:
-            sources.client_config.update(read_command_config(command_config))
-        except TopicToolError as exc:
+            sources.client_config.update(read_properties(command_config))
+        except AdminError as exc:
             raise ConsoleError(str(exc)) from exc
         gatherer = Gatherer(sources).start()
         sock = _listen(host, port)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,16 +22,12 @@ from typing import Any
 import typer
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from kio.schema.errors import ErrorCode
-from kio.static.constants import uuid_zero
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from strandline.cli.topics import TopicToolError, read_command_config
-from strandline.client.connection import KafkaConnection
-from strandline.client.security import ClientSecurity
+from strandline.client.admin import AdminClient, AdminError, AdminSettings
 from strandline.protocol.messages import build, request_module
-from strandline.server.config_error import ConfigError
 from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 
 app = typer.Typer(no_args_is_help=True)
@@ -40,34 +36,15 @@ err_console = Console(stderr=True)
 
 BOOTSTRAP_HELP = "HOST:PORT of any broker"
 REQUEST_TIMEOUT_S = 15.0
-COORDINATOR_RETRY_S = 0.2
 COORDINATOR_WAIT_S = 15.0
 
 
-# Answers that mean "ask again, maybe elsewhere": the group's coordinator is moving or
-# loading its partition of __consumer_offsets.
-RETRIABLE = frozenset(
-    {
-        ErrorCode.not_coordinator,
-        ErrorCode.coordinator_load_in_progress,
-        ErrorCode.coordinator_not_available,
-    }
-)
-
-
-class GroupToolError(RuntimeError):
+class GroupToolError(AdminError):
     """Reported to the user as one line, exit code 1."""
 
 
 def _request(api_key: int, version: int, message: str, /, **fields: Any) -> Any:
     return build(getattr(request_module(api_key, version), message), **fields)
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.strip().rpartition(":")
-    if not host or not port.isdigit():
-        raise typer.BadParameter(f"{address!r} is not HOST:PORT")
-    return host, int(port)
 
 
 @dataclass(frozen=True)
@@ -86,302 +63,29 @@ class PartitionRow:
         return max(0, self.log_end - self.current)
 
 
-class ClusterClient:
-    """Connections by broker address, opened on first use."""
+class ClusterClient(AdminClient):
+    """The shared admin client (strandline.client.admin) with the group APIs."""
 
-    def __init__(
-        self,
-        bootstrap: str,
-        client_id: str = "strandline-groups",
-        request_timeout_s: float = REQUEST_TIMEOUT_S,
-        security: ClientSecurity | None = None,
-    ) -> None:
-        self.bootstrap = _split(bootstrap.split(",")[0])
-        self.client_id = client_id
-        self.request_timeout_s = request_timeout_s
-        self.security = security
-        self._connections: dict[tuple[str, int], KafkaConnection] = {}
-        self.brokers: dict[int, tuple[str, int]] = {}
-        self.leaders: dict[TopicPartition, int] = {}
-        # Topics the last Metadata named that exist, with their partitions.
-        self.partitions: dict[str, list[int]] = {}
-
-    async def __aenter__(self) -> ClusterClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        for connection in self._connections.values():
-            await connection.close()
-
-    async def send(self, address: tuple[str, int], request: Any) -> Any:
-        connection = self._connections.get(address)
-        if connection is None or connection.closed:
-            connection = await KafkaConnection.open(
-                *address,
-                client_id=self.client_id,
-                timeout=self.request_timeout_s,
-                security=self.security,
-            )
-            self._connections[address] = connection
-        return await connection.send(request, timeout=self.request_timeout_s)
-
-    async def metadata(self, topics: Iterable[str] | None = None) -> None:
-        wanted = (
-            None
-            if topics is None
-            else tuple(
-                _request(3, 9, "MetadataRequestTopic", name=t, topic_id=uuid_zero) for t in topics
-            )
-        )
-        response = await self.send(
-            self.bootstrap,
-            _request(
-                3,
-                9,
-                "MetadataRequest",
-                topics=wanted,
-                allow_auto_topic_creation=False,
-                include_cluster_authorized_operations=False,
-                include_topic_authorized_operations=False,
-            ),
-        )
-        self.brokers = {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}
-        for topic in response.topics:
-            if topic.error_code == ErrorCode.unknown_topic_or_partition:
-                continue
-            self.partitions[topic.name] = sorted(int(p.partition_index) for p in topic.partitions)
-            for p in topic.partitions:
-                self.leaders[TopicPartition(topic.name, p.partition_index)] = int(p.leader_id)
+    @property
+    def partitions(self) -> dict[str, list[int]]:
+        """Topics the last Metadata named that exist, with their partitions."""
+        return {name: list(t.partitions) for name, t in self.topics.items()}
 
     async def coordinator(self, group: str) -> tuple[str, int]:
-        _node, host, port = await self.coordinator_node(group)
-        return host, port
+        _node, address = await self.find_coordinator(group)
+        return address
 
     async def coordinator_node(self, group: str) -> tuple[int, str, int]:
         """FindCoordinator, retried while the coordinator loads or is being created."""
-        deadline = asyncio.get_running_loop().time() + COORDINATOR_WAIT_S
-        while True:
-            response = await self.send(
-                self.bootstrap, _request(10, 2, "FindCoordinatorRequest", key=group, key_type=0)
-            )
-            if response.error_code == ErrorCode.none:
-                return int(response.node_id), response.host, int(response.port)
-            if asyncio.get_running_loop().time() > deadline:
-                raise GroupToolError(
-                    f"no coordinator for group {group!r}: {ErrorCode(response.error_code).name}"
-                )
-            await asyncio.sleep(COORDINATOR_RETRY_S)
-
-    async def list_groups(self) -> list[tuple[str, str, str, int]]:
-        await self.metadata([])
-        found = []
-        for broker_id, address in sorted(self.brokers.items()):
-            response = await self.send(
-                address, _request(16, 4, "ListGroupsRequest", states_filter=())
-            )
-            if response.error_code != ErrorCode.none:
-                raise GroupToolError(
-                    f"broker {broker_id}: ListGroups failed with "
-                    f"{ErrorCode(response.error_code).name}"
-                )
-            found += [
-                (g.group_id, g.protocol_type, g.group_state, broker_id) for g in response.groups
-            ]
-        return sorted(found)
-
-    async def _at_coordinator(
-        self, group: str, request: Any, error_of: Callable[[Any], int]
-    ) -> Any:
-        """Send `request` to the group's coordinator, again (rediscovering it) while the
-        answer says it is moving or loading, as Kafka's admin client does."""
-        deadline = asyncio.get_running_loop().time() + COORDINATOR_WAIT_S
-        while True:
-            response = await self.send(await self.coordinator(group), request)
-            retry = ErrorCode(error_of(response)) in RETRIABLE
-            if not retry or asyncio.get_running_loop().time() > deadline:
-                return response
-            await asyncio.sleep(COORDINATOR_RETRY_S)
-
-    async def describe(self, group: str) -> Any:
-        response = await self._at_coordinator(
-            group,
-            _request(
-                15, 5, "DescribeGroupsRequest", groups=(group,), include_authorized_operations=False
-            ),
-            lambda r: r.groups[0].error_code,
-        )
-        (described,) = response.groups
-        if described.error_code != ErrorCode.none:
-            raise GroupToolError(
-                f"DescribeGroups {group!r}: {ErrorCode(described.error_code).name}"
-            )
-        return described
-
-    async def committed(self, group: str) -> dict[TopicPartition, int]:
-        response = await self._at_coordinator(
-            group,
-            _request(9, 7, "OffsetFetchRequest", group_id=group, topics=None, require_stable=False),
-            lambda r: r.error_code,
-        )
-        if response.error_code != ErrorCode.none:
-            raise GroupToolError(f"OffsetFetch {group!r}: {ErrorCode(response.error_code).name}")
-        return {
-            TopicPartition(t.name, p.partition_index): int(p.committed_offset)
-            for t in response.topics
-            for p in t.partitions
-            if p.committed_offset >= 0
-        }
-
-    async def list_offsets(
-        self, partitions: Iterable[TopicPartition], timestamp: int
-    ) -> dict[TopicPartition, int]:
-        """ListOffsets at each partition's leader: -2 earliest, -1 latest, else by time
-        (a time past the last record answers -1; the caller maps it to the log end)."""
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp in partitions:
-            by_leader.setdefault(self.leaders.get(tp, -1), []).append(tp)
-        out: dict[TopicPartition, int] = {}
-        for leader, tps in by_leader.items():
-            if leader not in self.brokers:
-                continue
-            topics: dict[str, list[int]] = {}
-            for tp in tps:
-                topics.setdefault(tp.topic, []).append(tp.partition)
-            request = _request(
-                2,
-                7,
-                "ListOffsetsRequest",
-                replica_id=-1,
-                isolation_level=0,
-                topics=tuple(
-                    _request(
-                        2,
-                        7,
-                        "ListOffsetsTopic",
-                        name=name,
-                        partitions=tuple(
-                            _request(
-                                2,
-                                7,
-                                "ListOffsetsPartition",
-                                partition_index=p,
-                                current_leader_epoch=-1,
-                                timestamp=timestamp,
-                            )
-                            for p in ps
-                        ),
-                    )
-                    for name, ps in topics.items()
-                ),
-            )
-            response = await self.send(self.brokers[leader], request)
-            for t in response.topics:
-                for p in t.partitions:
-                    if p.error_code == ErrorCode.none:
-                        out[TopicPartition(t.name, p.partition_index)] = int(p.offset)
-        return out
-
-    async def commit(self, group: str, offsets: dict[TopicPartition, int]) -> None:
-        address = await self.coordinator(group)
-        topics: dict[str, list[tuple[int, int]]] = {}
-        for tp, offset in sorted(offsets.items()):
-            topics.setdefault(tp.topic, []).append((tp.partition, offset))
-        request = _request(
-            8,
-            7,
-            "OffsetCommitRequest",
-            group_id=group,
-            generation_id_or_member_epoch=-1,
-            member_id="",
-            group_instance_id=None,
-            topics=tuple(
-                _request(
-                    8,
-                    7,
-                    "OffsetCommitRequestTopic",
-                    name=name,
-                    partitions=tuple(
-                        _request(
-                            8,
-                            7,
-                            "OffsetCommitRequestPartition",
-                            partition_index=p,
-                            committed_offset=o,
-                            committed_leader_epoch=-1,
-                            committed_metadata="",
-                        )
-                        for p, o in ps
-                    ),
-                )
-                for name, ps in topics.items()
-            ),
-        )
-        response = await self.send(address, request)
-        failed = [
-            f"{t.name}-{p.partition_index}: {ErrorCode(p.error_code).name}"
-            for t in response.topics
-            for p in t.partitions
-            if p.error_code != ErrorCode.none
-        ]
-        if failed:
-            raise GroupToolError("OffsetCommit failed for " + ", ".join(failed))
-
-    async def delete_group(self, group: str) -> ErrorCode:
-        response = await self._at_coordinator(
-            group,
-            _request(42, 2, "DeleteGroupsRequest", groups_names=(group,)),
-            lambda r: r.results[0].error_code,
-        )
-        return ErrorCode(response.results[0].error_code)
-
-    async def delete_offsets(
-        self, group: str, partitions: list[TopicPartition]
-    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """OffsetDelete (47) at the group's coordinator: the group's error, else one error
-        per partition."""
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        request = _request(
-            47,
-            0,
-            "OffsetDeleteRequest",
-            group_id=group,
-            topics=tuple(
-                _request(
-                    47,
-                    0,
-                    "OffsetDeleteRequestTopic",
-                    name=name,
-                    partitions=tuple(
-                        _request(47, 0, "OffsetDeleteRequestPartition", partition_index=p)
-                        for p in ps
-                    ),
-                )
-                for name, ps in by_topic.items()
-            ),
-        )
-        response = await self._at_coordinator(group, request, lambda r: r.error_code)
-        return ErrorCode(response.error_code), {
-            TopicPartition(t.name, int(p.partition_index)): ErrorCode(p.error_code)
-            for t in response.topics
-            for p in t.partitions
-        }
+        node, (host, port) = await self.find_coordinator(group)
+        return node, host, port
 
 
-@dataclass(frozen=True)
-class ClientSettings:
-    """What --command-config may set for this client."""
-
-    client_id: str = "strandline-groups"
-    request_timeout_s: float = REQUEST_TIMEOUT_S
-    security: ClientSecurity | None = None  # TLS and/or SASL; None for PLAINTEXT
-
-    def connect(self, bootstrap: str) -> ClusterClient:
-        return ClusterClient(bootstrap, self.client_id, self.request_timeout_s, self.security)
+# What --command-config may set for this client (client.id, request.timeout.ms, TLS/SASL).
+ClientSettings = AdminSettings
 
 
-DEFAULT_SETTINGS = ClientSettings()
+DEFAULT_SETTINGS = AdminSettings("strandline-groups", REQUEST_TIMEOUT_S)
 
 
 def _assignment(protocol_type: str, member: Any) -> list[TopicPartition]:
@@ -406,7 +110,7 @@ def _assigned(described: Any) -> dict[TopicPartition, Any]:
 
 async def describe_group(bootstrap: str, group: str) -> tuple[str, list[PartitionRow]]:
     """The group's state and one row per committed or assigned partition."""
-    async with ClusterClient(bootstrap) as client:
+    async with ClusterClient(bootstrap, DEFAULT_SETTINGS) as client:
         described = await client.describe(group)
         return described.group_state, await _partition_rows(client, group, described)
 
@@ -450,7 +154,7 @@ async def plan_reset(
     """New offsets per partition (clamped to the log's range); committed if `execute`.
     Like Kafka, only an inactive (Empty or unknown) group may be reset. `only` narrows
     `topics` to some of their partitions (Kafka's --topic t:0,1)."""
-    async with settings.connect(bootstrap) as client:
+    async with ClusterClient(bootstrap, settings) as client:
         described = await client.describe(group)
         committed = await client.committed(group)
         if topics:
@@ -523,7 +227,7 @@ def list_command(
     """Every group of the cluster (ListGroups on every broker)."""
     try:
         groups = asyncio.run(_list(bootstrap_server))
-    except (GroupToolError, OSError) as e:
+    except (AdminError, OSError) as e:
         raise _fail(e) from e
     table = Table("GROUP", "PROTOCOL-TYPE", "STATE", "COORDINATOR")
     for group_id, protocol_type, state, broker_id in groups:
@@ -534,7 +238,7 @@ def list_command(
 async def _list(
     bootstrap: str, settings: ClientSettings = DEFAULT_SETTINGS
 ) -> list[tuple[str, str, str, int]]:
-    async with settings.connect(bootstrap) as client:
+    async with ClusterClient(bootstrap, settings) as client:
         return await client.list_groups()
 
 
@@ -546,7 +250,7 @@ def describe_command(
     """Per partition: current (committed) offset, log end offset, lag and owner."""
     try:
         state, rows = asyncio.run(describe_group(bootstrap_server, group))
-    except (GroupToolError, OSError) as e:
+    except (AdminError, OSError) as e:
         raise _fail(e) from e
     console.print(_offsets_table(group, state, rows))
 
@@ -611,7 +315,7 @@ def reset_offsets_command(
                 execute,
             )
         )
-    except (GroupToolError, OSError) as e:
+    except (AdminError, OSError) as e:
         raise _fail(e) from e
     console.print(_reset_table(group, state, new, execute))
 
@@ -699,23 +403,12 @@ def parse_topic_partitions(values: Iterable[str]) -> dict[str, list[int] | None]
     return out
 
 
-def _settings(command_config: Path | None) -> ClientSettings:
+def _settings(command_config: Path | None) -> AdminSettings:
     """The --command-config settings this client honours: client.id, request.timeout.ms
     and the security settings (security.protocol, ssl.*, sasl.*) as a Kafka client reads
     them; one that cannot work fails in one line."""
-    try:
-        props = read_command_config(command_config)
-    except TopicToolError as e:
-        raise GroupToolError(str(e)) from e
-    try:
-        security = ClientSecurity.from_config(props)
-    except (ValueError, ConfigError) as e:
-        raise GroupToolError(f"--command-config: {e}") from e
-    timeout = props.get("request.timeout.ms", str(int(REQUEST_TIMEOUT_S * 1000)))
-    if not timeout.isdigit() or int(timeout) == 0:
-        raise GroupToolError(f"request.timeout.ms={timeout} is not a positive number")
-    return ClientSettings(
-        props.get("client.id", DEFAULT_SETTINGS.client_id), int(timeout) / 1000, security
+    return AdminSettings.from_file(
+        command_config, DEFAULT_SETTINGS.client_id, DEFAULT_SETTINGS.timeout_s
     )
 
 
@@ -731,7 +424,7 @@ async def describe_groups(
     """One view per group (--all-groups: every group ListGroups finds); the partition rows
     only when `offsets`, since they cost an OffsetFetch and ListOffsets per group."""
     views = []
-    async with settings.connect(bootstrap) as client:
+    async with ClusterClient(bootstrap, settings) as client:
         for group in await _group_ids(client, groups, all_groups):
             coordinator = await client.coordinator_node(group)
             described = await client.describe(group)
@@ -765,7 +458,7 @@ async def describe_groups(
 async def delete_groups(
     bootstrap: str, groups: list[str], all_groups: bool, settings: ClientSettings
 ) -> dict[str, ErrorCode]:
-    async with settings.connect(bootstrap) as client:
+    async with ClusterClient(bootstrap, settings) as client:
         return {
             group: await client.delete_group(group)
             for group in await _group_ids(client, groups, all_groups)
@@ -776,7 +469,7 @@ async def delete_offsets(
     bootstrap: str, group: str, topics: dict[str, list[int] | None], settings: ClientSettings
 ) -> dict[TopicPartition, ErrorCode]:
     """OffsetDelete for the named partitions (a bare topic: all of its partitions)."""
-    async with settings.connect(bootstrap) as client:
+    async with ClusterClient(bootstrap, settings) as client:
         await client.metadata(topics)
         _check_topics(client, topics)
         partitions = [
@@ -1012,7 +705,7 @@ def groups_flags(
                 execute,
                 settings,
             )
-    except (GroupToolError, typer.BadParameter) as e:
+    except (AdminError, typer.BadParameter) as e:
         raise _fail(e) from e
     except OSError as e:
         raise _fail(f"no answer from {bootstrap_server}: {e}") from e
@@ -1114,7 +807,7 @@ def _reset_flags(
     settings: ClientSettings,
 ) -> None:
     async def ids() -> list[str]:
-        async with settings.connect(bootstrap) as client:
+        async with ClusterClient(bootstrap, settings) as client:
             return await _group_ids(client, groups, all_groups)
 
     for group in asyncio.run(ids()):

@@ -30,6 +30,7 @@ from strandline.cli.configs import (
     client_settings,
     request,
 )
+from strandline.client.admin import AdminError
 
 app = typer.Typer(
     help="Log directories: replica sizes and lag per broker (kafka-log-dirs.sh).",
@@ -205,7 +206,9 @@ def describe_command(
     ),
     json_: bool = typer.Option(False, "--json", help="Kafka's JSON instead of a table"),
     command_config: Path | None = typer.Option(  # noqa: B008 - typer's idiom
-        None, "--command-config", help="Client properties file (client.id, request.timeout.ms)"
+        None,
+        "--command-config",
+        help="Client properties file (client.id, request.timeout.ms, TLS/SASL)",
     ),
 ) -> None:
     """Every log dir of the brokers with its replicas' sizes and offset lag."""
@@ -222,7 +225,7 @@ def describe_command(
                 return await describe_log_dirs(session, broker_ids, topics)
 
         dirs = asyncio.run(run())
-    except ConfigToolError as e:
+    except AdminError as e:
         raise _fail(str(e)) from e
     if json_:
         print(as_json(dirs))

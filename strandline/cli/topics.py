@@ -27,6 +27,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.client.admin import AdminError, read_properties
+
 console = Console()
 err_console = Console(stderr=True)
 
@@ -78,24 +80,13 @@ def parse_configs(pairs: Iterable[str]) -> dict[str, str]:
 
 
 def read_command_config(path: Path | None) -> dict[str, str]:
-    """Kafka's --command-config properties file; its security keys (security.protocol,
-    sasl.*, ssl.*) are spelled the same in librdkafka."""
-    if path is None:
-        return {}
+    """Kafka's --command-config properties file (read as the shared admin client reads
+    it); its security keys (security.protocol, sasl.*, ssl.*) are spelled the same in
+    librdkafka."""
     try:
-        lines = path.read_text().splitlines()
-    except OSError as e:
-        raise TopicToolError(f"cannot read --command-config {path}: {e.strerror}") from e
-    out: dict[str, str] = {}
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise TopicToolError(f"{path}: expected key=value, got {line!r}")
-        out[key.strip()] = value.strip()
-    return out
+        return read_properties(path)
+    except AdminError as e:
+        raise TopicToolError(str(e)) from e
 
 
 def _kafka_error(exc: BaseException) -> KafkaError | None:

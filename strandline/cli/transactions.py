@@ -26,9 +26,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from strandline.cli.topics import TopicToolError, read_command_config
 from strandline.cli.txn_wire import DescribeTransactionsResponseV0
-from strandline.client.connection import KafkaConnection
+from strandline.client.admin import AdminClient, AdminError, AdminSettings
 from strandline.client.security import ClientSecurity
 from strandline.protocol.messages import build, request_module
 
@@ -56,19 +55,12 @@ RETRIABLE = frozenset(
 )
 
 
-class TxnToolError(RuntimeError):
+class TxnToolError(AdminError):
     """Reported to the user as one line, exit code 1."""
 
 
 def _request(api_key: int, version: int, message: str, /, **fields: Any) -> Any:
     return build(getattr(request_module(api_key, version), message), **fields)
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.strip().rpartition(":")
-    if not host or not port.isdigit():
-        raise TxnToolError(f"{address!r} is not HOST:PORT")
-    return host, int(port)
 
 
 def _error_name(code: int) -> str:
@@ -87,88 +79,40 @@ class Described:
     partitions: tuple[str, ...]
 
 
-class TxnClient:
+class TxnClient(AdminClient):
+    """The shared admin client (strandline.client.admin) with the transaction APIs."""
+
     def __init__(
-        self, bootstrap: str, security: ClientSecurity | None, client_id: str = "strandline-txn"
+        self,
+        bootstrap: str,
+        security: ClientSecurity | None | AdminSettings,
+        client_id: str = "strandline-txn",
     ) -> None:
-        self.bootstraps = [_split(address) for address in bootstrap.split(",") if address.strip()]
-        self.bootstrap = self.bootstraps[0]
-        self.security = security
-        self.client_id = client_id
-        self._connections: dict[tuple[str, int], KafkaConnection] = {}
-
-    async def __aenter__(self) -> TxnClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        for connection in self._connections.values():
-            await connection.close()
-
-    async def send_any(self, request: Any) -> Any:
-        """To the first bootstrap broker that answers (the others may be down)."""
-        for address in self.bootstraps[:-1]:
-            try:
-                return await self.send(address, request)
-            except OSError:
-                continue
-        return await self.send(self.bootstraps[-1], request)
-
-    async def send(
-        self, address: tuple[str, int], request: Any, response_type: type[Any] | None = None
-    ) -> Any:
-        connection = self._connections.get(address)
-        if connection is None or connection.closed:
-            connection = await KafkaConnection.open(
-                *address, client_id=self.client_id, security=self.security
-            )
-            self._connections[address] = connection
-        return await connection.send(request, response_type, timeout=REQUEST_TIMEOUT_S)
-
-    async def brokers(self) -> dict[int, tuple[str, int]]:
-        response = await self.send_any(
-            _request(
-                3,
-                9,
-                "MetadataRequest",
-                topics=(),
-                allow_auto_topic_creation=False,
-                include_cluster_authorized_operations=False,
-                include_topic_authorized_operations=False,
-            ),
+        settings = (
+            security
+            if isinstance(security, AdminSettings)
+            else AdminSettings(client_id, REQUEST_TIMEOUT_S, security)
         )
-        return {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}
+        super().__init__(bootstrap, settings)
+
+    async def brokers_by_id(self) -> dict[int, tuple[str, int]]:
+        await self.metadata(())
+        return self.brokers
 
     async def coordinator(self, transactional_id: str) -> tuple[int, tuple[str, int]]:
         """FindCoordinator (key type 1), retried while __transaction_state is created or
         its partition is moving."""
-        deadline = time.monotonic() + COORDINATOR_WAIT_S
-        while True:
-            response = await self.send_any(
-                _request(
-                    10,
-                    3,
-                    "FindCoordinatorRequest",
-                    key=transactional_id,
-                    key_type=TRANSACTION_KEY_TYPE,
-                ),
-            )
-            error = ErrorCode(response.error_code)
-            if error is ErrorCode.none:
-                return int(response.node_id), (response.host, int(response.port))
-            if error not in RETRIABLE or time.monotonic() > deadline:
-                raise TxnToolError(
-                    f"no coordinator for transactional id {transactional_id!r}: "
-                    f"{_error_name(error)}"
-                )
-            await asyncio.sleep(RETRY_S)
+        return await self.find_coordinator(
+            transactional_id, TRANSACTION_KEY_TYPE, COORDINATOR_WAIT_S
+        )
 
     async def list(self, states: list[str], producer_ids: list[int]) -> list[tuple[Any, int]]:
         """ListTransactions on every broker: each coordinates its own partitions."""
         found = []
-        for broker_id, address in sorted((await self.brokers()).items()):
+        for broker_id, address in sorted((await self.brokers_by_id()).items()):
             deadline = time.monotonic() + COORDINATOR_WAIT_S
             while True:
-                response = await self.send(
+                response = await self.send_to(
                     address,
                     _request(
                         66,
@@ -198,7 +142,7 @@ class TxnClient:
         deadline = time.monotonic() + COORDINATOR_WAIT_S
         while True:
             node, address = await self.coordinator(transactional_id)
-            response = await self.send(
+            response = await self.send_to(
                 address,
                 _request(
                     65, 0, "DescribeTransactionsRequest", transactional_ids=(transactional_id,)
@@ -232,7 +176,7 @@ class TxnClient:
         deadline = time.monotonic() + ABORT_WAIT_S
         while True:
             _node, address = await self.coordinator(transactional_id)
-            response = await self.send(
+            response = await self.send_to(
                 address,
                 _request(
                     22,
@@ -260,7 +204,7 @@ class TxnClient:
 @dataclass
 class Settings:
     bootstrap: str
-    security: ClientSecurity | None
+    security: AdminSettings
 
 
 def _fail(error: Exception | str) -> typer.Exit:
@@ -277,9 +221,8 @@ def main(
     ),
 ) -> None:
     try:
-        props = read_command_config(command_config)
-        security = ClientSecurity.from_config(props)
-    except (TopicToolError, ValueError) as e:
+        security = AdminSettings.from_file(command_config, "strandline-txn", REQUEST_TIMEOUT_S)
+    except AdminError as e:
         raise _fail(e) from e
     ctx.obj = Settings(bootstrap_server, security)
 
@@ -287,7 +230,7 @@ def main(
 def _run(coro: Any) -> Any:
     try:
         return asyncio.run(coro)
-    except (TxnToolError, OSError, TimeoutError) as e:
+    except (AdminError, OSError, TimeoutError) as e:
         raise _fail(str(e) or "timed out") from e
 
 

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient
-
+from strandline.client.admin import AdminClient, AdminError, AdminSettings, BlockingAdmin
 from strandline.protocol.record_batch import iter_batches
 from strandline.spark.fetch_client import (
     BlockingConnection,
@@ -73,48 +71,55 @@ def _below(batches: bytes, start: int, below: int) -> bytes:
 
 
 def verify(
-    bootstrap: str, topics: Iterable[str] | None = None, client_config: dict[str, str] | None = None
+    bootstrap: str, topics: Iterable[str] | None = None, settings: AdminSettings | None = None
 ) -> list[ReplicaComparison]:
     """Compare, per partition, the batches below the smallest HW of its replicas, from
-    the largest log start offset (retention runs on each replica by itself)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **(client_config or {})})
-    try:
-        metadata = admin.list_topics(timeout=TIMEOUT_S)
-    except Exception as e:  # noqa: BLE001 - librdkafka's KafkaException, any transport error
-        raise VerificationError(f"cannot read metadata from {bootstrap}: {e}") from e
+    the largest log start offset (retention runs on each replica by itself). Metadata and
+    log starts come through the shared admin client, the replicas' fetches over
+    connections with the same security settings."""
+    settings = settings or AdminSettings("strandline-replica-verification", TIMEOUT_S)
     wanted = set(topics) if topics is not None else None
-    unknown = (wanted or set()) - set(metadata.topics)
+    with BlockingAdmin(bootstrap, settings) as admin:
+
+        async def layout(client: AdminClient) -> tuple[Any, dict[TopicPartition, int]]:
+            metadata = await client.metadata()
+            # The leaders' log starts: a replica whose own start is later (its retention
+            # ran first) answers out of range, reported as such.
+            return metadata, await client.list_offsets(list(client.leaders), -2)
+
+        try:
+            metadata, log_starts = admin.do(layout)
+        except AdminError as e:
+            raise VerificationError(f"cannot read metadata from {bootstrap}: {e}") from e
+        brokers = dict(admin.client.brokers)
+    names = {str(t.name) for t in metadata.topics if t.error_code == 0}
+    unknown = (wanted or set()) - names
     if unknown:
         raise VerificationError(f"unknown topic(s): {', '.join(sorted(unknown))}")
-    brokers = {b.id: (str(b.host), int(b.port)) for b in metadata.brokers.values()}
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "strandline-replica-verification"}
-        | (client_config or {})
-    )
     connections: dict[int, BlockingConnection] = {}
     results = []
     try:
-        for name, topic in sorted(metadata.topics.items()):
-            if (wanted is not None and name not in wanted) or name.startswith("__"):
+        for topic in sorted(metadata.topics, key=lambda t: str(t.name)):
+            name = str(topic.name)
+            if name not in names or (wanted is not None and name not in wanted):
                 continue
-            for partition in sorted(topic.partitions.values(), key=lambda p: p.id):
-                tp = TopicPartition(name, partition.id)
-                # The leader's log start: a replica whose own start is later (its
-                # retention ran first) answers out of range, reported as such.
-                low, _high = consumer.get_watermark_offsets(
-                    CkTopicPartition(name, partition.id), timeout=TIMEOUT_S
-                )
+            if name.startswith("__"):
+                continue
+            for partition in sorted(topic.partitions, key=lambda p: int(p.partition_index)):
+                tp = TopicPartition(name, int(partition.partition_index))
+                if tp not in log_starts:
+                    raise VerificationError(f"{tp}: no leader answered its log start offset")
                 reads: dict[int, ReplicaRead] = {}
-                for replica in partition.replicas:
+                for replica in (int(r) for r in partition.replica_nodes):
                     if replica not in brokers:
                         raise VerificationError(f"{tp}: replica broker {replica} is not alive")
                     try:
                         if replica not in connections:
                             host, port = brokers[replica]
                             connections[replica] = BlockingConnection(
-                                host, port, "strandline-replica-verification", TIMEOUT_S
+                                host, port, settings.client_id, TIMEOUT_S, settings.security
                             )
-                        reads[replica] = read_replica(connections[replica], tp, low)
+                        reads[replica] = read_replica(connections[replica], tp, log_starts[tp])
                     except FetchError as e:
                         raise VerificationError(f"{tp} on broker {replica}: {e}") from e
                 start = max(r.log_start_offset for r in reads.values())
@@ -125,7 +130,6 @@ def verify(
                     )
                 )
     finally:
-        consumer.close()
         for conn in connections.values():
             conn.close()
     return results

@@ -2,9 +2,11 @@
 
 Sources, and why each:
 
-- the Kafka protocol (confluent-kafka's AdminClient): brokers, topics, partitions,
-  the leader's watermarks, consumer groups and their committed offsets, topic configs
-  (min.insync.replicas) — what any client of any Kafka-compatible cluster can see;
+- the Kafka protocol, through the admin client every tool shares
+  (strandline.client.admin, with --command-config's TLS/SASL settings): brokers,
+  topics, partitions, the leader's watermarks, consumer groups and their committed
+  offsets, topic configs (min.insync.replicas) — what any client of any
+  Kafka-compatible cluster can see;
 - ZooKeeper (`ZkClient`): what the protocol does not show — the controller and its
   epoch, reassignments in progress, and the partition state znodes (leader epoch, ISR)
   the controller and leaders write; when ZooKeeper is given, the ISR and leader shown
@@ -21,21 +23,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import (
-    ConsumerGroupTopicPartitions,
-    KafkaError,
-    KafkaException,
-)
-from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
+from kio.schema.errors import ErrorCode
 
 from strandline.cli import state_change_log as scl
+from strandline.client.admin import (
+    AdminClient,
+    AdminError,
+    AdminSettings,
+    BlockingAdmin,
+    request,
+)
 from strandline.console.metrics import BrokerScrape, Scraper
 from strandline.console.sources import ConsoleError, NotFoundError, Sources
 from strandline.coordination.zk_client import ZkClient
@@ -201,21 +204,105 @@ class TimelineView:
 # --- helpers -------------------------------------------------------------------------
 
 
-def _kafka_message(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        error: KafkaError = exc.args[0]
-        if error.code() in (
-            KafkaError._TRANSPORT,
-            KafkaError._TIMED_OUT,
-            KafkaError._ALL_BROKERS_DOWN,
-        ):
-            return f"no broker answered in time ({error.str()})"
-        return f"{error.name()}: {error.str()}"
-    return str(exc) or type(exc).__name__
+@dataclass(frozen=True)
+class PartitionMeta:
+    id: int
+    leader: int
+    replicas: list[int]
+    isrs: list[int]
 
 
-def _result(future: Future[Any]) -> Any:
-    return future.result(REQUEST_TIMEOUT_S + 1)
+@dataclass(frozen=True)
+class TopicMeta:
+    partitions: dict[int, PartitionMeta]
+
+
+@dataclass(frozen=True)
+class BrokerMeta:
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class ClusterMeta:
+    """What a Metadata answer says, keyed as the pages look things up."""
+
+    brokers: dict[int, BrokerMeta]
+    controller_id: int
+    topics: dict[str, TopicMeta]
+
+    @classmethod
+    def of(cls, response: Any) -> ClusterMeta:
+        return cls(
+            brokers={
+                int(b.node_id): BrokerMeta(str(b.host), int(b.port)) for b in response.brokers
+            },
+            controller_id=int(response.controller_id),
+            topics={
+                str(t.name): TopicMeta(
+                    {
+                        int(p.partition_index): PartitionMeta(
+                            int(p.partition_index),
+                            int(p.leader_id),
+                            [int(r) for r in p.replica_nodes],
+                            [int(r) for r in p.isr_nodes],
+                        )
+                        for p in t.partitions
+                    }
+                )
+                for t in response.topics
+                if t.error_code == ErrorCode.none and t.name is not None
+            },
+        )
+
+
+DESCRIBE_CONFIGS, RESOURCE_TOPIC = 32, 2
+
+
+async def _min_isr_of(client: AdminClient, topics: list[str]) -> dict[str, int]:
+    """min.insync.replicas of each topic that answers (a deleted one is left out)."""
+    await client.home()
+    v = client.version(DESCRIBE_CONFIGS, 1, 4, "DescribeConfigs")
+    response = await client.send(
+        request(
+            DESCRIBE_CONFIGS,
+            v,
+            "DescribeConfigsRequest",
+            resources=tuple(
+                request(
+                    DESCRIBE_CONFIGS,
+                    v,
+                    "DescribeConfigsResource",
+                    resource_type=RESOURCE_TOPIC,
+                    resource_name=t,
+                    configuration_keys=("min.insync.replicas",),
+                )
+                for t in topics
+            ),
+            include_synonyms=False,
+            include_documentation=False,
+        )
+    )
+    out = {}
+    for result in response.results:
+        if result.error_code != ErrorCode.none:
+            continue
+        for config in result.configs:
+            if config.name == "min.insync.replicas":
+                out[str(result.resource_name)] = _int(config.value, 1)
+    return out
+
+
+def _assignment(protocol_type: str, member: Any) -> list[tuple[str, int]]:
+    """A consumer-protocol member's assigned partitions (none for other protocols, while
+    the group rebalances, or for bytes that do not decode)."""
+    if protocol_type != "consumer" or not member.member_assignment:
+        return []
+    try:
+        assignment = ConsumerProtocolAssignment.decode(bytes(member.member_assignment))
+        return sorted((tp.topic, tp.partition) for tp in assignment.partitions())
+    except Exception:  # noqa: BLE001 - a client's own bytes: show no assignment, not a crash
+        return []
 
 
 def _int(value: Any, default: int) -> int:
@@ -226,24 +313,18 @@ def _int(value: Any, default: int) -> int:
 
 
 class Gatherer:
-    """One AdminClient, one ZooKeeper session and one scraper, shared by every request."""
+    """One admin client (the tools' own, on its own event loop thread), one ZooKeeper
+    session and one scraper, shared by every request."""
 
     def __init__(self, sources: Sources) -> None:
         self.sources = sources
-        settings: dict[str, str | int | float | bool] = {
-            "bootstrap.servers": sources.bootstrap,
-            "client.id": "strandline-console",
-            # librdkafka would print every refused connection to a dead broker on
-            # stderr, once a second; the pages say which sources failed.
-            "log_level": 0,
-            # Fresh metadata on every page: a dead broker must show as dead.
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-        settings.update(sources.client_config)
         try:
-            self.admin = AdminClient(settings)
-        except KafkaException as exc:
-            raise ConsoleError(f"bad --bootstrap-server {sources.bootstrap!r}: {exc}") from exc
+            settings = AdminSettings.from_properties(
+                sources.client_config, "strandline-console", REQUEST_TIMEOUT_S
+            )
+            self.admin = BlockingAdmin(sources.bootstrap, settings)
+        except AdminError as exc:
+            raise ConsoleError(str(exc)) from exc
         self.zk: ZkClient | None = None
         self.scraper = Scraper(sources.metrics_urls)
         self._configs: dict[str, int] = {}
@@ -255,10 +336,11 @@ class Gatherer:
     def start(self) -> Gatherer:
         """Check every source once, so a typo is one clear line instead of empty pages."""
         try:
-            metadata = self.admin.list_topics(timeout=STARTUP_TIMEOUT_S)
-        except KafkaException as exc:
+            metadata = self._metadata()
+        except ConsoleError as exc:
+            self.close()
             raise ConsoleError(
-                f"cannot reach --bootstrap-server {self.sources.bootstrap}: {_kafka_message(exc)}"
+                f"cannot reach --bootstrap-server {self.sources.bootstrap}: {exc}"
             ) from exc
         if self.sources.zookeeper:
             zk = ZkClient(
@@ -286,6 +368,7 @@ class Gatherer:
         return self
 
     def close(self) -> None:
+        self.admin.close()
         self.scraper.close()
         if self.zk is not None:
             self.zk.close()
@@ -293,11 +376,14 @@ class Gatherer:
 
     # --- building blocks -------------------------------------------------------------
 
-    def _metadata(self) -> Any:
+    def _metadata(self) -> ClusterMeta:
+        async def work(client: AdminClient) -> Any:
+            return await client.metadata()
+
         try:
-            return self.admin.list_topics(timeout=REQUEST_TIMEOUT_S)
-        except KafkaException as exc:
-            raise ConsoleError(_kafka_message(exc)) from exc
+            return ClusterMeta.of(self.admin.do(work))
+        except AdminError as exc:
+            raise ConsoleError(str(exc)) from exc
 
     def _min_isr(self, topics: Iterable[str], errors: list[str]) -> dict[str, int]:
         """min.insync.replicas per topic, cached for CONFIG_TTL_S."""
@@ -309,19 +395,9 @@ class Gatherer:
             missing = sorted(wanted - self._configs.keys())
             if missing:
                 try:
-                    futures = self.admin.describe_configs(
-                        [ConfigResource(ResourceType.TOPIC, t) for t in missing],
-                        request_timeout=REQUEST_TIMEOUT_S,
-                    )
-                    for resource, future in futures.items():
-                        try:
-                            entries = _result(future)
-                        except KafkaException:
-                            continue  # deleted meanwhile
-                        entry = entries.get("min.insync.replicas")
-                        self._configs[resource.name] = _int(getattr(entry, "value", None), 1)
-                except KafkaException as exc:
-                    errors.append(f"topic configs: {_kafka_message(exc)}")
+                    self._configs.update(self.admin.call(_min_isr_of(self.admin.client, missing)))
+                except AdminError as exc:
+                    errors.append(f"topic configs: {exc}")
             return {t: self._configs.get(t, 1) for t in wanted}
 
     def _zk_state(
@@ -539,70 +615,62 @@ class Gatherer:
         wanted = list(tps)
         if not wanted:
             return {}
-        out: dict[tuple[str, int], tuple[int | None, int | None]] = {}
-        specs = {
-            "earliest": OffsetSpec.earliest(),
-            "latest": OffsetSpec.latest(),
-        }
-        answers: dict[str, dict[tuple[str, int], int | None]] = {}
-        for name, spec in specs.items():
-            found: dict[tuple[str, int], int | None] = {}
-            try:
-                futures = self.admin.list_offsets(
-                    {CkTopicPartition(t, p): spec for t, p in wanted},
-                    request_timeout=REQUEST_TIMEOUT_S,
-                )
-                for ctp, future in futures.items():
-                    try:
-                        found[(ctp.topic, ctp.partition)] = int(_result(future).offset)
-                    except KafkaException as exc:
-                        found[(ctp.topic, ctp.partition)] = None
-                        errors.append(
-                            f"{name} offset of {ctp.topic}-{ctp.partition}: {_kafka_message(exc)}"
-                        )
-            except KafkaException as exc:
-                errors.append(f"ListOffsets: {_kafka_message(exc)}")
-            answers[name] = found
-        for tp in wanted:
-            out[tp] = (answers["earliest"].get(tp), answers["latest"].get(tp))
-        return out
+        asked = [TopicPartition(t, p) for t, p in wanted]
+        failed: dict[str, dict[TopicPartition, str]] = {"earliest": {}, "latest": {}}
+
+        async def work(client: AdminClient) -> tuple[dict[TopicPartition, int], ...]:
+            await client.metadata(sorted({tp.topic for tp in asked}))
+            return (
+                await client.list_offsets(asked, -2, failed["earliest"]),
+                await client.list_offsets(asked, -1, failed["latest"]),
+            )
+
+        try:
+            earliest, latest = self.admin.do(work)
+        except AdminError as exc:
+            errors.append(f"ListOffsets: {exc}")
+            return {tp: (None, None) for tp in wanted}
+        for name, found in failed.items():
+            errors.extend(f"{name} offset of {tp}: {why}" for tp, why in sorted(found.items()))
+        return {(tp.topic, tp.partition): (earliest.get(tp), latest.get(tp)) for tp in asked}
 
     def groups(self) -> GroupsView:
         errors: list[str] = []
         try:
-            listed = _result(self.admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S))
-        except KafkaException as exc:
-            return GroupsView([], [f"ListGroups: {_kafka_message(exc)}"], time.time())
-        errors.extend(_kafka_message(e) for e in getattr(listed, "errors", []) or [])
-        ids = sorted(g.group_id for g in listed.valid)
+            listed = self.admin.call(self.admin.client.list_groups())
+        except AdminError as exc:
+            return GroupsView([], [f"ListGroups: {exc}"], time.time())
+        ids = sorted({g[0] for g in listed})
         if not ids:
             return GroupsView([], errors, time.time())
-        described = self.admin.describe_consumer_groups(ids, request_timeout=REQUEST_TIMEOUT_S)
         committed: dict[str, dict[tuple[str, int], int]] = {}
         descriptions: dict[str, Any] = {}
+        coordinators: dict[str, int] = {}
         failures: dict[str, str] = {}
+
+        async def one(client: AdminClient, group_id: str) -> None:
+            coordinators[group_id] = (await client.find_coordinator(group_id))[0]
+            descriptions[group_id] = await client.describe(group_id)
+            committed[group_id] = {
+                (tp.topic, tp.partition): offset
+                for tp, offset in (await client.committed(group_id)).items()
+            }
+
         for group_id in ids:
             try:
-                descriptions[group_id] = _result(described[group_id])
-                answer = _result(
-                    self.admin.list_consumer_group_offsets(
-                        [ConsumerGroupTopicPartitions(group_id)],
-                        request_timeout=REQUEST_TIMEOUT_S,
-                    )[group_id]
-                )
-                committed[group_id] = {
-                    (tp.topic, tp.partition): tp.offset
-                    for tp in answer.topic_partitions or []
-                    if tp.offset >= 0
-                }
-            except KafkaException as exc:
-                failures[group_id] = _kafka_message(exc)
+                self.admin.call(one(self.admin.client, group_id))
+            except AdminError as exc:
+                failures[group_id] = str(exc)
+        assignments = {
+            group_id: {m.member_id: _assignment(d.protocol_type, m) for m in d.members}
+            for group_id, d in descriptions.items()
+        }
         every_tp: set[tuple[str, int]] = set()
         owners: dict[str, dict[tuple[str, int], str]] = {}
-        for group_id, d in descriptions.items():
-            for m in d.members:
-                for tp in m.assignment.topic_partitions:
-                    owners.setdefault(group_id, {})[(tp.topic, tp.partition)] = m.member_id
+        for group_id in descriptions:
+            for member_id, tps in assignments[group_id].items():
+                for tp in tps:
+                    owners.setdefault(group_id, {})[tp] = member_id
             every_tp.update(owners.get(group_id, {}))
             every_tp.update(committed.get(group_id, {}))
         ends = {tp: hw for tp, (_low, hw) in self._watermarks(sorted(every_tp), errors).items()}
@@ -623,15 +691,15 @@ class Gatherer:
             groups.append(
                 Group(
                     group_id=group_id,
-                    state=_state_name(d.state),
-                    assignor=d.partition_assignor or "",
-                    coordinator=d.coordinator.id if d.coordinator is not None else None,
+                    state=_state_name(d.group_state),
+                    assignor=d.protocol_data or "",
+                    coordinator=coordinators.get(group_id),
                     members=[
                         Member(
                             m.member_id,
                             m.client_id,
-                            m.host,
-                            [f"{tp.topic}-{tp.partition}" for tp in m.assignment.topic_partitions],
+                            m.client_host,
+                            [f"{t}-{p}" for t, p in assignments[group_id][m.member_id]],
                         )
                         for m in d.members
                     ],

@@ -31,7 +31,8 @@ class Sources:
     metrics_urls: dict[int, str] = field(default_factory=dict)
     # Broker ids cluster.json lists: a broker missing from ZooKeeper is "down", not unknown.
     known_brokers: tuple[int, ...] = ()
-    # --command-config: librdkafka spells the client keys as Kafka's Java client does.
+    # The admin client's settings (strandline.client.admin): cluster.json's
+    # client_config, then --command-config's keys.
     client_config: dict[str, str] = field(default_factory=dict)
 
 
@@ -70,6 +71,7 @@ def resolve(
     """The cluster's coordinates; raises ConsoleError saying what is missing."""
     urls: dict[int, str] = {}
     known: tuple[int, ...] = ()
+    client_config: dict[str, str] = {}
     if data_dir is not None:
         data_dir = data_dir.resolve()
         state = _read_cluster_file(data_dir)
@@ -80,6 +82,9 @@ def resolve(
         }
         bootstrap = bootstrap or state.get("bootstrap_servers")
         zookeeper = zookeeper or state.get("zookeeper_connect")
+        # A `cluster up --security` cluster's own client settings (the super user);
+        # --command-config, applied over them, wins.
+        client_config = {str(k): str(v) for k, v in (state.get("client_config") or {}).items()}
     urls.update(metrics_urls or {})
     if not bootstrap:
         raise ConsoleError("give --bootstrap-server (or --data-dir of a `strandline cluster`)")
@@ -89,4 +94,5 @@ def resolve(
         data_dir=data_dir,
         metrics_urls=urls,
         known_brokers=known,
+        client_config=client_config,
     )

@@ -45,6 +45,11 @@ async def elect_leaders(ctx: BrokerContext, header: RequestHeader, request: Any)
     results: Results
     try:
         require_cluster(ctx, AclOperation.ALTER)
+    except KafkaError as e:
+        # As Kafka's KafkaApis: the refusal is the response's own error (v1+, what an
+        # admin client reads first) and every partition's.
+        return _response(v, e.code, {tp: (e.code, None) for tp in tps or []})
+    try:
         results = await asyncio.wait_for(
             ctx.controller.elect_leaders(tps, election_type), timeout_s
         )
