@@ -15,7 +15,7 @@ No I/O, no clock, no asyncio: the broker (`controller.py`) and the simulator
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -400,10 +400,28 @@ class ControllerCore:
 
     def _on_preferred_replica_election(self) -> Procedure:
         ctx = self._ctx()
-        tps = yield fx.ReadPreferredElection()
-        tps = [tp for tp in tps if tp not in ctx.reassignments]
-        yield from self._apply(decisions.elect_preferred_leaders(ctx, tps))
-        yield fx.DeletePreferredElection()
+        requested = yield fx.ReadPreferredElection()
+        tps = [tp for tp in requested if tp not in ctx.reassignments]
+        yield from self._refresh_states(tps)
+        elections = decisions.elect_preferred_leaders(ctx, tps)
+        written = set((yield from self._apply(elections)))
+        # A partition whose state write lost to a leader's ISR write stays in the znode
+        # (the write below fires its watch again, and it is decided from a fresh read).
+        lost = {e.tp for e in elections if e.tp not in written}
+        yield fx.DeletePreferredElection(tuple(tp for tp in requested if tp not in lost))
+
+    def _refresh_states(self, tps: Iterable[TopicPartition]) -> Procedure:
+        """Read the partitions' states from ZooKeeper before a preferred-replica
+        decision: a leader's ISR write reaches ZooKeeper before its notification reaches
+        us, and an election refused on the ISR we last heard of would be refused wrongly."""
+        ctx = self._ctx()
+        wanted = tuple(sorted(tp for tp in tps if tp in ctx.partition_states))
+        if not wanted:
+            return
+        found = yield fx.ReadPartitionStates(wanted)
+        for tp, (state, version) in found.items():
+            if tp in ctx.partition_states:
+                ctx.partition_states[tp] = state.at_version(version)
 
     def _on_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Procedure:
         ctx = self._ctx()
@@ -422,6 +440,8 @@ class ControllerCore:
     ) -> Procedure:
         ctx = self._ctx()
         every = tps is None
+        if election_type == decisions.PREFERRED_ELECTION:
+            yield from self._refresh_states(sorted(ctx.assignments) if tps is None else tps)
         outcome = decisions.elect_leaders_on_request(
             ctx,
             sorted(ctx.assignments) if tps is None else tps,
@@ -443,6 +463,16 @@ class ControllerCore:
 
     def _on_auto_leader_rebalance(self) -> Procedure:
         ctx = self._ctx()
+        # The ISRs of partitions led by another than their preferred replica, as
+        # ZooKeeper holds them now (leaders only change by us; ISRs by their leaders).
+        yield from self._refresh_states(
+            tp
+            for tp, replicas in ctx.assignments.items()
+            if replicas
+            and tp in ctx.partition_states
+            and ctx.partition_states[tp].leader != replicas[0]
+            and replicas[0] in ctx.live_broker_ids
+        )
         elections = decisions.auto_rebalance(
             ctx, self.rebalance.per_broker_percentage, excluded=set(ctx.reassignments)
         )
@@ -681,12 +711,16 @@ class ControllerCore:
                 # partition still needs a new leader (or a smaller ISR) from the state
                 # read now, or it stays offline until the next broker change.
                 live = ctx.live_broker_ids
-                dead = {
-                    r
-                    for tp in stale
-                    if (state := ctx.partition_states.get(tp)) is not None
-                    for r in (*state.isr, state.leader)
-                } - live - {-1}
+                dead = (
+                    {
+                        r
+                        for tp in stale
+                        if (state := ctx.partition_states.get(tp)) is not None
+                        for r in (*state.isr, state.leader)
+                    }
+                    - live
+                    - {-1}
+                )
                 conflicted = set(stale)
                 again = [
                     e

@@ -100,9 +100,21 @@ def perform(effect: fx.ZkEffect, zk: ControllerZk) -> Any:
             return _fenced(zk, existing)
         case fx.ReadPreferredElection():
             return zk.get_preferred_replica_election()
-        case fx.DeletePreferredElection():
+        case fx.DeletePreferredElection(handled):
             path = znodes.PREFERRED_REPLICA_ELECTION_PATH
-            return _fenced(zk, lambda: _delete_tree(zk, path))
+
+            def rest() -> list[ZkWrite]:
+                # Read again at write time: a tool may have added partitions since.
+                left = (
+                    []
+                    if handled is None
+                    else [tp for tp in zk.get_preferred_replica_election() if tp not in handled]
+                )
+                if not left:
+                    return _delete_tree(zk, path)
+                return [SetWrite(path, znodes.encode_preferred_replica_election(sorted(left)))]
+
+            return _fenced(zk, rest)
         case fx.ReadReassignment():
             return zk.get_partition_reassignment()
         case fx.WriteReassignment(reassignment):

@@ -21,7 +21,7 @@ log, topic incarnations) are kept beside the model; `cluster_invariants` judges 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -40,7 +40,7 @@ from strandline.protocol.controller_requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from strandline.replication import controller_fencing
+from strandline.replication import controller_fencing, isr_update
 from strandline.replication.follower import FetchState, FollowerState, follower_high_watermark
 from strandline.replication.partition import Partition
 from strandline.replication.truncation import (
@@ -49,7 +49,7 @@ from strandline.replication.truncation import (
     truncation_on_offset_out_of_range,
 )
 from strandline.sim.simulator import Replica
-from strandline.sim.zookeeper import SimZkClient, SimZooKeeper, ZkError
+from strandline.sim.zookeeper import SimZkClient, SimZooKeeper, ZkError, classify_sim_failure
 from strandline.types import TopicPartition
 
 NO_LEADER = -1
@@ -273,6 +273,7 @@ class ClusterReplica(Replica):
         "zk_version",
         "controller_epoch",
         "waiting",
+        "notify_pending",
     )
 
     def __init__(
@@ -292,6 +293,8 @@ class ClusterReplica(Replica):
         self.controller_epoch = -1
         # acks=all produces waiting for the HW: (offset, value, epoch).
         self.waiting: list[tuple[int, str, int]] = []
+        # An ISR change written whose notification is still to be created.
+        self.notify_pending = False
 
 
 class Message(NamedTuple):
@@ -983,43 +986,52 @@ class ClusterSim:
     def _write_isr(
         self, broker: SimBroker, replica: ClusterReplica, new_isr: frozenset[int]
     ) -> None:
-        """Broker._write_isr + ReplicaManager._write_isr: a conditional write of the state
-        znode with the zkVersion we hold, then an ISR change notification; only once the
-        write succeeded does the leader act on the new ISR."""
+        """The leader's ISR update, the broker's own (`replication/isr_update.py`),
+        carried out on this broker's ZooKeeper session."""
         partition = replica.partition
         assert partition is not None and broker.zk is not None
         old_isr = partition.isr
-        isr = tuple(sorted(new_isr))
-        state = LeaderAndIsr(
-            leader=broker.broker_id,
-            leader_epoch=replica.leader_epoch,
-            isr=isr,
-            controller_epoch=replica.controller_epoch,
+        update = isr_update.isr_update(
+            replica.tp,
+            broker.broker_id,
+            replica.leader_epoch,
+            replica.controller_epoch,
+            replica.zk_version,
+            old_isr,
+            new_isr,
         )
-        try:
-            version = broker.zk.update_partition_state(replica.tp, state, replica.zk_version)
-            broker.zk.create_isr_change_notification([replica.tp])
-        except Exception as e:  # noqa: BLE001 - as the broker: any failure leaves the ISR as it was
-            self._log(
-                broker.broker_id,
-                "isr-change-failed",
-                tp=replica.tp,
-                proposed=list(isr),
-                error=str(e),
-            )
-            partition.apply_isr(old_isr, self.now_ms)
-            return
-        replica.zk_version = version
-        replica.isr = isr
+        result: isr_update.IsrUpdateResult = isr_update.run(update, self._isr_effect(broker))
+        replica.zk_version = result.zk_version
+        replica.isr = tuple(sorted(result.isr))
+        replica.notify_pending = result.notify_pending
         self._log(
             broker.broker_id,
-            "isr-change",
+            "isr-change" if result.known else f"isr-change-{result.outcome.value}",
             tp=replica.tp,
             old_isr=sorted(old_isr),
-            new_isr=list(isr),
-            zk_version=version,
+            proposed=sorted(new_isr),
+            new_isr=list(replica.isr),
+            zk_version=result.zk_version,
         )
-        self._hw_moved(broker, replica, partition.apply_isr(new_isr, self.now_ms))
+        self._hw_moved(broker, replica, partition.apply_isr(result.isr, self.now_ms))
+
+    def _isr_effect(self, broker: SimBroker) -> Callable[[isr_update.IsrEffect], Any]:
+        def perform_one(effect: isr_update.IsrEffect) -> Any:
+            zk = broker.zk
+            assert zk is not None
+            return isr_update.perform(effect, zk, classify_sim_failure)
+
+        return perform_one
+
+    def _notify_pending(self, broker: SimBroker) -> None:
+        """ISR change notifications left pending are sent again (the broker's periodic
+        ISR check does the same)."""
+        for tp in sorted(broker.replicas):
+            replica = broker.replicas[tp]
+            if replica.notify_pending and replica.partition is not None:
+                replica.notify_pending = isr_update.run(
+                    isr_update.notify_again(tp), self._isr_effect(broker)
+                )
 
     def _isr_expiration(self) -> None:
         for broker in self.brokers.values():
@@ -1033,6 +1045,11 @@ class ClusterSim:
                 proposal = partition.isr_shrink_proposal(self.now_ms)
                 if proposal is not None:
                     self._write_isr(broker, replica, proposal)
+                elif (expansion := partition.isr_expansion()) is not None:
+                    # As the broker's periodic check: an expansion not written before
+                    # (a lost reply left the ISR unknown) is proposed again.
+                    self._write_isr(broker, replica, expansion)
+            self._notify_pending(broker)
 
     # -- fetch ------------------------------------------------------------------------------
 
