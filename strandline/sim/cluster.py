@@ -49,7 +49,13 @@ from strandline.replication.truncation import (
     truncation_on_offset_out_of_range,
 )
 from strandline.sim.simulator import Replica
-from strandline.sim.zookeeper import SimZkClient, SimZooKeeper, ZkError, classify_sim_failure
+from strandline.sim.zookeeper import (
+    ReplyFault,
+    SimZkClient,
+    SimZooKeeper,
+    ZkError,
+    classify_sim_failure,
+)
 from strandline.types import TopicPartition
 
 NO_LEADER = -1
@@ -177,6 +183,37 @@ class Restart(NamedTuple):
         return f"restart broker {self.broker}"
 
 
+class Bounce(NamedTuple):
+    """The broker process restarts faster than its ZooKeeper session times out (seed
+    002): the controller sees one broker change, the same broker with a new broker
+    epoch, and it stays in every ISR it was in."""
+
+    broker: int
+
+    def describe(self) -> str:
+        return f"bounce broker {self.broker} (restart within the session timeout)"
+
+
+class LoseZkReply(NamedTuple):
+    """The reply to one of broker `broker`'s next ZooKeeper requests (its broker side
+    or its controller) is lost: the request fails before or after ZooKeeper applied it,
+    and the client sees ConnectionLoss; with `expire` the session expires meanwhile."""
+
+    broker: int
+    skip: int = 0  # requests that go through first
+    after_apply: bool = False
+    expire: bool = False
+
+    def describe(self) -> str:
+        when = "after" if self.after_apply else "before"
+        which = "next" if self.skip == 0 else f"{self.skip + 1}th next"
+        expiry = ", and its session expires" if self.expire else ""
+        return (
+            f"broker {self.broker}'s {which} ZooKeeper request fails {when} it is "
+            f"applied (ConnectionLoss){expiry}"
+        )
+
+
 class ExpireSession(NamedTuple):
     """ZooKeeper expires a live broker's session (a long GC pause): it registers again
     with a new broker epoch and runs the controller election again."""
@@ -248,6 +285,8 @@ ClusterEvent = (
     | Crash
     | Restart
     | ExpireSession
+    | Bounce
+    | LoseZkReply
     | Tick
     | CreateTopic
     | DeleteTopic
@@ -690,8 +729,9 @@ class ClusterSim:
             case fx.Resigned():
                 self._note(f"broker {broker.broker_id} resigned as controller")
             case fx.DeleteTopicZnodes(topic):
-                # The replicas the deletion waited for: ZooKeeper's assignment now.
-                assignment = broker.zk.get_topic_assignment(topic) or {}
+                # The replicas the deletion waited for: ZooKeeper's assignment now, read
+                # by the simulator's books (the admin session), not by the broker.
+                assignment = self.admin.get_topic_assignment(topic) or {}
                 result = zk_effects.perform(effect, broker.zk)
                 key = (topic, self.incarnation_of(topic))
                 self.books.deleted[key] = {
@@ -937,6 +977,8 @@ class ClusterSim:
     ) -> None:
         assert replica.partition is not None
         isr = replica.partition.isr
+        if acks_all:
+            self._check_isr_against_zookeeper(leader, replica, offset)
         holders = []
         for broker_id in sorted(isr):
             other = self.brokers[broker_id].replicas.get(replica.tp)
@@ -961,6 +1003,27 @@ class ClusterSim:
                 replica.tp.topic in self.admin.get_topics_marked_for_deletion(),
             )
         )
+
+    def _check_isr_against_zookeeper(
+        self, leader: SimBroker, replica: ClusterReplica, offset: int
+    ) -> None:
+        """Every replica in ZooKeeper's ISR of this leader's term can be elected
+        cleanly, so the leader must have waited for it: ZooKeeper's ISR is within the
+        (maximal) ISR the leader's HW waits for whenever it acknowledges a write."""
+        assert replica.partition is not None
+        found = self.admin.get_partition_state(replica.tp)
+        if found is None:
+            return
+        state = found[0]
+        if state.leader != leader.broker_id or state.leader_epoch != replica.leader_epoch:
+            return  # a newer decision; the LeaderAndIsr carrying it is on its way
+        outside = set(state.isr) - replica.partition.maximal_isr
+        if outside:
+            self.books.problems.append(
+                f"{replica.tp}: leader {leader.broker_id} acknowledged offset {offset} "
+                f"with ISR {sorted(replica.partition.maximal_isr)} while ZooKeeper's ISR is "
+                f"{list(state.isr)} ({sorted(outside)} could be elected without it)"
+            )
 
     def _hw_moved(self, broker: SimBroker, replica: ClusterReplica, advanced: int | None) -> None:
         if advanced is None:
@@ -1236,6 +1299,15 @@ class ClusterSim:
                 self._restart(self.brokers[broker_id])
             case ExpireSession(broker_id):
                 self._expire_session(self.brokers[broker_id])
+            case Bounce(broker_id):
+                bounced = self.brokers[broker_id]
+                if bounced.alive:
+                    self._crash(bounced)
+                    self._restart(bounced)
+            case LoseZkReply(broker_id, skip, after_apply, expire):
+                target = self.brokers[broker_id]
+                if target.alive and target.zk is not None:
+                    target.zk.lose_reply(ReplyFault(skip, after_apply, expire))
             case Tick():
                 self._tick()
             case CreateTopic():
@@ -1248,6 +1320,14 @@ class ClusterSim:
                 self._preferred_election(event)
             case _:
                 raise TypeError(f"not a cluster event: {event!r}")
+        self._renew_expired_sessions()
+
+    def _renew_expired_sessions(self) -> None:
+        """A live broker whose session expired under it (a lost reply's fault) registers
+        again, as kazoo's session listener makes the broker do."""
+        for broker in self.brokers.values():
+            if broker.alive and broker.zk is not None and not broker.zk.alive:
+                self._expire_session(broker)
 
     def _tick(self) -> None:
         self.now_ms += self.config.tick_ms

@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from strandline.replication.truncation import TruncationMode
 from strandline.sim import shrinking
 from strandline.sim.cluster import (
+    Bounce,
     ClusterConfig,
     ClusterEvent,
     ClusterSim,
@@ -28,6 +30,7 @@ from strandline.sim.cluster import (
     Fetch,
     Hold,
     LoseRequest,
+    LoseZkReply,
     Notify,
     PreferredElection,
     Produce,
@@ -55,6 +58,8 @@ EVENT_WEIGHTS: tuple[tuple[str, int], ...] = (
     ("crash", 3),
     ("restart", 4),
     ("expire", 2),
+    ("bounce", 3),
+    ("zk_reply", 4),
     ("tick", 5),
     ("create", 1),
     ("delete", 1),
@@ -69,7 +74,9 @@ for _kind, _weight in EVENT_WEIGHTS:
     _CUMULATIVE.append(_total)
 
 
-def random_config(rng: random.Random) -> ClusterConfig:
+def random_config(
+    rng: random.Random, truncation: TruncationMode = TruncationMode.KIP279
+) -> ClusterConfig:
     """1-2 topics, 1-3 partitions in all, replication factor 2-3."""
     if rng.random() < 0.5:
         topics: tuple[tuple[str, int, int], ...] = (("t", rng.randint(1, 3), rng.choice((2, 3))),)
@@ -80,6 +87,7 @@ def random_config(rng: random.Random) -> ClusterConfig:
         topics=topics,
         min_insync_replicas=rng.choice((1, 2)),
         unclean_leader_election=rng.random() < 0.2,
+        truncation=truncation,
     )
 
 
@@ -127,6 +135,12 @@ def random_schedule(
             event = Restart(broker)
         elif kind == "expire":
             event = ExpireSession(broker)
+        elif kind == "bounce":
+            event = Bounce(broker)
+        elif kind == "zk_reply":
+            event = LoseZkReply(
+                broker, rng.choice((0, 0, 1)), rng.random() < 0.5, rng.random() < 0.2
+            )
         elif kind == "tick":
             event = Tick()
         elif kind == "create":
@@ -208,6 +222,7 @@ def explore(
     steps: int = 60,
     shrink_violations: int = 1,
     shrink_stuck: bool = False,
+    truncation: TruncationMode = TruncationMode.KIP279,
 ) -> ClusterExploreReport:
     """Run `schedules` random schedules (schedule i from seed `seed + i`); shrink the
     first `shrink_violations` violating ones (the timing excludes shrinking)."""
@@ -219,7 +234,7 @@ def explore(
     for index in range(schedules):
         schedule_seed = seed + index
         rng = random.Random(schedule_seed)
-        config = random_config(rng)
+        config = random_config(rng, truncation)
         schedule = random_schedule(rng, steps, config)
         result = check(config, schedule)
         if result.violations:
