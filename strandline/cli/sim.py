@@ -215,7 +215,6 @@ def explore(
                 "truncation": truncation.value,
                 "replicas": replicas,
                 "steps_per_schedule": steps,
-                "truncation": truncation.value,
                 "violating_schedules": report.violating_schedules,
                 "violations": replay.violations if replay else [],
                 "committed_lost": replay.committed_lost if replay else [],
