@@ -183,6 +183,18 @@ class Restart(NamedTuple):
         return f"restart broker {self.broker}"
 
 
+class PauseFetcher(NamedTuple):
+    """Broker `broker`'s replica fetchers stall for `ms` of simulated time (a GC pause,
+    a slow disk or link): its followers fall behind, their leaders drop them from the
+    ISR at the next checks and take them back once they catch up (seed 000's churn)."""
+
+    broker: int
+    ms: int = 600
+
+    def describe(self) -> str:
+        return f"broker {self.broker}'s fetchers stall for {self.ms} ms"
+
+
 class Bounce(NamedTuple):
     """The broker process restarts faster than its ZooKeeper session times out (seed
     002): the controller sees one broker change, the same broker with a new broker
@@ -212,6 +224,19 @@ class LoseZkReply(NamedTuple):
             f"broker {self.broker}'s {which} ZooKeeper request fails {when} it is "
             f"applied (ConnectionLoss){expiry}"
         )
+
+
+class ZkBlip(NamedTuple):
+    """Broker `broker` is cut from ZooKeeper on and off for `ms` (under the session
+    timeout): each of its requests meanwhile loses its reply with probability 1/2,
+    before or after being applied (drawn from `seed`)."""
+
+    broker: int
+    ms: int
+    seed: int
+
+    def describe(self) -> str:
+        return f"broker {self.broker}'s ZooKeeper connection blips for {self.ms} ms"
 
 
 class ExpireSession(NamedTuple):
@@ -286,7 +311,9 @@ ClusterEvent = (
     | Restart
     | ExpireSession
     | Bounce
+    | PauseFetcher
     | LoseZkReply
+    | ZkBlip
     | Tick
     | CreateTopic
     | DeleteTopic
@@ -355,7 +382,16 @@ class ControllerShell:
     """The simulator's controller shell for one broker process: an event queue and at
     most one procedure in progress, carried one effect per step."""
 
-    __slots__ = ("core", "events", "proc", "result", "watched_data", "watches", "incarnation")
+    __slots__ = (
+        "core",
+        "events",
+        "proc",
+        "result",
+        "watched_data",
+        "watches",
+        "incarnation",
+        "preferred_seen",
+    )
 
     def __init__(self, core: ControllerCore, incarnation: int) -> None:
         self.core = core
@@ -369,6 +405,8 @@ class ControllerShell:
         # re-arms its recipes on a new session).
         self.watches: list[tuple[str, str, fx.ControllerEvent]] = []
         self.incarnation = incarnation
+        # Preferred elections electable when the procedure read the admin znode.
+        self.preferred_seen: set[TopicPartition] = set()
 
     @property
     def idle(self) -> bool:
@@ -389,6 +427,7 @@ class SimBroker:
         "replicas",
         "shell",
         "crashed_at_ms",
+        "fetch_paused_until_ms",
     )
 
     def __init__(self, broker_id: int) -> None:
@@ -407,6 +446,7 @@ class SimBroker:
         self.replicas: dict[TopicPartition, ClusterReplica] = {}
         self.shell: ControllerShell | None = None
         self.crashed_at_ms = 0
+        self.fetch_paused_until_ms = 0
 
 
 class AckedWrite(NamedTuple):
@@ -728,6 +768,13 @@ class ClusterSim:
                 self._note(f"broker {broker.broker_id} is the controller (epoch {epoch})")
             case fx.Resigned():
                 self._note(f"broker {broker.broker_id} resigned as controller")
+            case fx.ReadPreferredElection():
+                requested = zk_effects.perform(effect, broker.zk)
+                shell.preferred_seen = self._preferred_candidates(broker, requested)
+                return requested
+            case fx.DeletePreferredElection(handled):
+                self._check_preferred_answers(broker, handled)
+                return zk_effects.perform(effect, broker.zk)
             case fx.DeleteTopicZnodes(topic):
                 # The replicas the deletion waited for: ZooKeeper's assignment now, read
                 # by the simulator's books (the admin session), not by the broker.
@@ -741,6 +788,51 @@ class ClusterSim:
             case _:
                 return zk_effects.perform(effect, broker.zk)
         return None
+
+    def _preferred_candidates(
+        self, broker: SimBroker, tps: list[TopicPartition]
+    ) -> set[TopicPartition]:
+        """The requested partitions whose preferred replica the controller could elect
+        from what ZooKeeper holds now: live in its context and in ZooKeeper's ISR."""
+        ctx = broker.shell.core.ctx if broker.shell is not None else None
+        if ctx is None:
+            return set()
+        out = set()
+        for tp in tps:
+            assignment = self.admin.get_topic_assignment(tp.topic) or {}
+            found = self.admin.get_partition_state(tp)
+            replicas = assignment.get(tp.partition)
+            if not replicas or found is None:
+                continue
+            state, preferred = found[0], replicas[0]
+            if (
+                state.leader != preferred
+                and preferred in ctx.live_broker_ids
+                and preferred in state.isr
+                and tp not in ctx.reassignments
+                and tp.topic not in ctx.topics_to_delete
+            ):
+                out.add(tp)
+        return out
+
+    def _check_preferred_answers(
+        self, broker: SimBroker, handled: tuple[TopicPartition, ...] | None
+    ) -> None:
+        """A preferred election taken off /admin/preferred_replica_election was acted on
+        or rightly refused: not refused while its preferred replica was live and in
+        ZooKeeper's ISR from the request's read until now."""
+        shell = broker.shell
+        if shell is None:
+            return
+        seen, shell.preferred_seen = shell.preferred_seen, set()
+        still = self._preferred_candidates(broker, sorted(seen))
+        for tp in sorted(seen & still):
+            if handled is None or tp in handled:
+                self.books.problems.append(
+                    f"{tp}: preferred replica election dropped by controller "
+                    f"{broker.broker_id} although the preferred replica was live and in "
+                    "ZooKeeper's ISR"
+                )
 
     def _log(self, who: int, kind: str, **fields: Any) -> None:
         self._state_change(who, kind, fields)
@@ -1008,8 +1100,10 @@ class ClusterSim:
         self, leader: SimBroker, replica: ClusterReplica, offset: int
     ) -> None:
         """Every replica in ZooKeeper's ISR of this leader's term can be elected
-        cleanly, so the leader must have waited for it: ZooKeeper's ISR is within the
-        (maximal) ISR the leader's HW waits for whenever it acknowledges a write."""
+        cleanly, so the leader must wait for it: whenever it acknowledges a write,
+        ZooKeeper's ISR is within the leader's ISR (not only its maximal ISR, which a
+        follower still fetching keeps re-entering: the divergence must not hide until
+        that follower stalls)."""
         assert replica.partition is not None
         found = self.admin.get_partition_state(replica.tp)
         if found is None:
@@ -1017,11 +1111,11 @@ class ClusterSim:
         state = found[0]
         if state.leader != leader.broker_id or state.leader_epoch != replica.leader_epoch:
             return  # a newer decision; the LeaderAndIsr carrying it is on its way
-        outside = set(state.isr) - replica.partition.maximal_isr
+        outside = set(state.isr) - replica.partition.isr
         if outside:
             self.books.problems.append(
                 f"{replica.tp}: leader {leader.broker_id} acknowledged offset {offset} "
-                f"with ISR {sorted(replica.partition.maximal_isr)} while ZooKeeper's ISR is "
+                f"with ISR {sorted(replica.partition.isr)} while ZooKeeper's ISR is "
                 f"{list(state.isr)} ({sorted(outside)} could be elected without it)"
             )
 
@@ -1118,7 +1212,7 @@ class ClusterSim:
 
     def _fetch_round(self, broker: SimBroker, lose: bool) -> bool:
         """One fetcher round trip for every partition the broker follows."""
-        if not broker.alive:
+        if not broker.alive or self.now_ms < broker.fetch_paused_until_ms:
             return False
         moved = False
         for tp in sorted(broker.replicas):
@@ -1251,6 +1345,13 @@ class ClusterSim:
         for broker in self.brokers.values():
             if self.controller_step(broker):
                 moved = True
+        # Followers fetch before this round's requests arrive: a follower that a
+        # LeaderAndIsr made truncate fetches again only in the next round, as a real
+        # fetcher's next round trip comes after the request was handled (a leader
+        # dying in between is seed 002's KIP-101 loss).
+        for broker in self.brokers.values():
+            if self._fetch_round(broker, lose=False):
+                moved = True
         for key in sorted(self.channels):
             channel = self.channels[key]
             if channel.held > 0:
@@ -1258,9 +1359,6 @@ class ClusterSim:
                 moved = True
                 continue
             if self.deliver(*key):
-                moved = True
-        for broker in self.brokers.values():
-            if self._fetch_round(broker, lose=False):
                 moved = True
         return moved
 
@@ -1304,6 +1402,12 @@ class ClusterSim:
                 if bounced.alive:
                     self._crash(bounced)
                     self._restart(bounced)
+            case ZkBlip(broker_id, ms, blip_seed):
+                blipped = self.brokers[broker_id]
+                if blipped.alive and blipped.zk is not None:
+                    blipped.zk.blip(self.now_ms + ms, blip_seed)
+            case PauseFetcher(broker_id, ms):
+                self.brokers[broker_id].fetch_paused_until_ms = self.now_ms + ms
             case LoseZkReply(broker_id, skip, after_apply, expire):
                 target = self.brokers[broker_id]
                 if target.alive and target.zk is not None:
@@ -1419,6 +1523,8 @@ class ClusterSim:
                 self._restart(broker)
         for channel in self.channels.values():
             channel.held = 0
+        for broker in self.brokers.values():
+            broker.fetch_paused_until_ms = 0
         for _ in range(max_rounds):
             if self.quiescent():
                 return True

@@ -32,12 +32,14 @@ from strandline.sim.cluster import (
     LoseRequest,
     LoseZkReply,
     Notify,
+    PauseFetcher,
     PreferredElection,
     Produce,
     Reassign,
     Restart,
     Run,
     Tick,
+    ZkBlip,
 )
 from strandline.sim.cluster_invariants import CheckedRun, run_checked
 
@@ -47,7 +49,7 @@ TOPIC_NAMES = ("t", "u")
 # Mostly traffic, replication and background rounds, with a steady trickle of faults
 # and admin requests.
 EVENT_WEIGHTS: tuple[tuple[str, int], ...] = (
-    ("run", 20),
+    ("run", 14),
     ("controller_step", 8),
     ("notify", 3),
     ("deliver", 4),
@@ -55,12 +57,14 @@ EVENT_WEIGHTS: tuple[tuple[str, int], ...] = (
     ("lose", 1),
     ("fetch", 10),
     ("produce", 18),
-    ("crash", 3),
+    ("crash", 5),
     ("restart", 4),
     ("expire", 2),
-    ("bounce", 3),
+    ("bounce", 6),
+    ("pause", 5),
+    ("zk_blip", 4),
     ("zk_reply", 4),
-    ("tick", 5),
+    ("tick", 10),
     ("create", 1),
     ("delete", 1),
     ("reassign", 2),
@@ -72,6 +76,38 @@ _total = 0
 for _kind, _weight in EVENT_WEIGHTS:
     _total += _weight
     _CUMULATIVE.append(_total)
+
+
+# Faults come in bursts: after a fault, the next one or two events are faults too
+# (with FAULT_BURST's probability), drawn from the fault kinds with their weights.
+# Real incidents are correlated (a broker bounces and the leader dies while the
+# follower is still catching up), and the windows the seeds' losses need are that
+# short: one isolated fault per few rounds of background work heals before the next.
+FAULT_KINDS = (
+    "crash",
+    "restart",
+    "expire",
+    "bounce",
+    "pause",
+    "zk_reply",
+    "zk_blip",
+    "hold",
+    "lose",
+)
+FAULT_BURST = 0.5
+_FAULT_WEIGHTS = [w for k, w in EVENT_WEIGHTS if k in FAULT_KINDS]
+_FAULT_NAMES = [k for k, _ in EVENT_WEIGHTS if k in FAULT_KINDS]
+
+
+def _with_fault_bursts(rng: random.Random, kinds: list[str]) -> list[str]:
+    out: list[str] = []
+    for kind in kinds:
+        if len(out) >= len(kinds):
+            break
+        out.append(kind)
+        if kind in FAULT_KINDS and rng.random() < FAULT_BURST:
+            out += rng.choices(_FAULT_NAMES, weights=_FAULT_WEIGHTS, k=rng.randint(1, 2))
+    return out[: len(kinds)]
 
 
 def random_config(
@@ -100,7 +136,7 @@ def random_schedule(
     rng: random.Random, steps: int, config: ClusterConfig | None = None
 ) -> list[ClusterEvent]:
     """`steps` random events; produces go mostly to the partitions `config` creates."""
-    kinds = rng.choices(_KINDS, cum_weights=_CUMULATIVE, k=steps)
+    kinds = _with_fault_bursts(rng, rng.choices(_KINDS, cum_weights=_CUMULATIVE, k=steps))
     partitions = [
         (name, p) for name, count, _rf in (config.topics if config else ()) for p in range(count)
     ]
@@ -137,10 +173,12 @@ def random_schedule(
             event = ExpireSession(broker)
         elif kind == "bounce":
             event = Bounce(broker)
+        elif kind == "zk_blip":
+            event = ZkBlip(broker, rng.choice((300, 500)), rng.randrange(1 << 30))
+        elif kind == "pause":
+            event = PauseFetcher(broker, rng.choice((300, 600, 1200)))
         elif kind == "zk_reply":
-            event = LoseZkReply(
-                broker, rng.choice((0, 0, 1)), rng.random() < 0.5, rng.random() < 0.2
-            )
+            event = LoseZkReply(broker, rng.randint(0, 3), rng.random() < 0.5, rng.random() < 0.2)
         elif kind == "tick":
             event = Tick()
         elif kind == "create":

@@ -36,6 +36,7 @@ session. Exceptions raised by callbacks propagate to whoever runs the notificati
 from __future__ import annotations
 
 import functools
+import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -813,6 +814,10 @@ class SimZkClient:
         # As ZkClient: /controller_epoch's zkVersion after our last won election.
         self.controller_epoch_zk_version: int | None = None
         self.fault: ReplyFault | None = None
+        # A blip: until this time, each request loses its reply with probability 1/2,
+        # drawn from the blip's own seeded generator (deterministic per schedule).
+        self.blip_until_ms = -1
+        self._blip_rng = random.Random(0)
         self.lost_replies = 0
         self._depth = 0  # calls in progress: a request's inner calls are not requests
         # ZkClient.connect ensures the persistent paths on every connect.
@@ -834,7 +839,20 @@ class SimZkClient:
         """Arm a lost reply for one of the next requests (replacing one armed before)."""
         self.fault = fault
 
+    def blip(self, until_ms: int, seed: int) -> None:
+        """Cut the connection on and off until `until_ms` (shorter than the session
+        timeout: the session survives, requests lose their replies)."""
+        self.blip_until_ms = until_ms
+        self._blip_rng = random.Random(seed)
+
     def _request(self, call: Callable[[], Any], name: str) -> Any:
+        if (
+            self._depth == 0
+            and self.fault is None
+            and self.zk.now_ms() < self.blip_until_ms
+            and self._blip_rng.random() < 0.5
+        ):
+            self.fault = ReplyFault(0, self._blip_rng.random() < 0.5)
         fault = self.fault if self._depth == 0 else None
         if fault is not None and fault.skip > 0:
             self.fault = fault._replace(skip=fault.skip - 1)
