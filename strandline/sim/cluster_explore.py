@@ -68,7 +68,7 @@ EVENT_WEIGHTS: tuple[tuple[str, int], ...] = (
     ("create", 1),
     ("delete", 1),
     ("reassign", 2),
-    ("preferred", 1),
+    ("preferred", 2),
 )
 _KINDS = [kind for kind, _ in EVENT_WEIGHTS]
 _CUMULATIVE: list[int] = []
