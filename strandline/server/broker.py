@@ -11,6 +11,7 @@ import asyncio
 import logging
 import resource
 import signal
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -318,7 +319,11 @@ class Broker:
         write of the state znode, read-back on BADVERSION or ConnectionLoss, the ISR
         change notification) on a worker thread, as kazoo's calls block."""
 
+        delay_s = self.config.isr_change_notification_delay_ms / 1000
+
         def perform_one(effect: isr_update.IsrEffect) -> Any:
+            if delay_s > 0 and isinstance(effect, isr_update.NotifyIsrChange):
+                time.sleep(delay_s)  # on the worker thread: the event loop runs on
             return isr_update.perform(effect, self.zk, classify_zk_failure)
 
         return await asyncio.to_thread(isr_update.run, update, perform_one)
