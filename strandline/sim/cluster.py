@@ -1028,10 +1028,15 @@ class ClusterSim:
 
     def _produce(self, event: Produce) -> None:
         tp = TopicPartition(event.topic, event.partition)
-        via = self.brokers.get(event.via)
         meta = None
-        if via is not None and via.alive:
-            meta = via.metadata.get(tp)
+        # As a client with a bootstrap list: `via` first, then any other live broker
+        # that knows the partition (a restarted broker's metadata is empty until the
+        # controller's UpdateMetadata arrives).
+        for broker_id in [event.via, *sorted(b for b in self.brokers if b != event.via)]:
+            via = self.brokers.get(broker_id)
+            if via is not None and via.alive and via.metadata.get(tp) is not None:
+                meta = via.metadata[tp]
+                break
         if meta is None or meta.leader == NO_LEADER:
             self.books.failed_produces.append((event.value, "UNKNOWN_TOPIC_OR_PARTITION"))
             return

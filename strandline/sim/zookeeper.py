@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any, Literal, NamedTuple, TypeAlias
 
+from kazoo.exceptions import ConnectionLoss as KazooConnectionLoss
+
 from strandline.coordination import znodes
 from strandline.coordination.errors import (
     BrokerIdInUseError,
@@ -125,9 +127,9 @@ class SessionExpired(ZkError):
         super().__init__("", f"session {session_id} has expired")
 
 
-class ConnectionLoss(ZkError):
-    """The request's reply was lost: it may or may not have been applied (kazoo's
-    ConnectionLoss)."""
+class ConnectionLoss(ZkError, KazooConnectionLoss):
+    """The request's reply was lost: it may or may not have been applied. A kazoo
+    ConnectionLoss too, so code shared with the broker catches it the same way."""
 
 
 class ReplyFault(NamedTuple):
@@ -1409,6 +1411,7 @@ _LOSSY_REQUESTS = (
     "get_topics_marked_for_deletion",
     "delete_topic_znodes",
     "get_controller",
+    "get_controller_epoch",
     "try_elect_controller",
     "resign_controller",
     "create_isr_change_notification",
