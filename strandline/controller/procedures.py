@@ -89,6 +89,10 @@ class ControllerCore:
         self.unclean = unclean_leader_election
         self.rebalance = rebalance or RebalanceSettings()
         self.ctx: ControllerContext | None = None
+        # False from the start of a failover until it completed: a failover that an
+        # effect's failure ended half-way (a lost ZooKeeper reply) left a context that
+        # must not be acted on.
+        self._failover_complete = True
 
     @property
     def is_active(self) -> bool:
@@ -97,6 +101,8 @@ class ControllerCore:
     def handle(self, event: fx.ControllerEvent) -> Procedure:
         """The procedure for `event`. A broker that is not the controller only acts on
         election events; any other answers NotControllerError."""
+        if self.ctx is not None and not self._failover_complete:
+            return self._move_controller(event)
         if isinstance(event, fx.ELECTION_EVENTS):
             return self._maybe_elect()
         if self.ctx is None:
@@ -157,6 +163,17 @@ class ControllerCore:
         yield from self._on_controller_failover(epoch)
         return None
 
+    def _move_controller(self, event: fx.ControllerEvent) -> Procedure:
+        """Kafka's triggerControllerMove: after a failover that did not complete (its
+        context may lack topics, and a deletion would then find no replicas to wait
+        for), give up /controller so an election starts again, from a fresh read."""
+        yield _log(
+            "controller-move", reason="failover did not complete", event=type(event).__name__
+        )
+        yield fx.ResignController(self.broker_id)
+        yield from self.resign()
+        yield from self._maybe_elect()
+
     def resign(self) -> Procedure:
         yield _log("controller-resigned", controller_epoch=self.ctx.epoch if self.ctx else -1)
         self.ctx = None
@@ -167,6 +184,7 @@ class ControllerCore:
         ZooKeeper, finish half-done work, and tell every live broker the state."""
         ctx = ControllerContext(broker_id=self.broker_id, epoch=epoch)
         self.ctx = ctx
+        self._failover_complete = False
         yield _log("controller-elected", controller_epoch=epoch)
         yield from self._load_context(ctx)
         yield fx.WatchChildren(znodes.BROKER_IDS_PATH, fx.BrokerChange())
@@ -190,6 +208,7 @@ class ControllerCore:
         yield from self._send_update_metadata(sorted(ctx.live_brokers), sorted(ctx.assignments))
         yield from self._send_leader_and_isr(sorted(ctx.partition_states))
         yield fx.BecameController(epoch)
+        self._failover_complete = True
         if ctx.replicas_to_delete:
             # Deletions a previous controller left pending start over: every replica is
             # asked again (deleting what is gone already is a no-op on the broker).
