@@ -112,8 +112,17 @@ def _cluster_scenario(name: str, as_json: bool) -> None:
     render_rows(console, result)
 
 
-def _cluster_explore(seed: int, schedules: int, steps: int, strict: bool, as_json: bool) -> None:
-    report = run_cluster_explore(schedules, seed=seed, steps=steps, shrink_violations=3)
+def _cluster_explore(
+    seed: int,
+    schedules: int,
+    steps: int,
+    truncation: TruncationMode,
+    strict: bool,
+    as_json: bool,
+) -> None:
+    report = run_cluster_explore(
+        schedules, seed=seed, steps=steps, shrink_violations=3, truncation=truncation
+    )
 
     def shown(v: ClusterViolation) -> dict[str, Any]:
         return {
@@ -131,6 +140,7 @@ def _cluster_explore(seed: int, schedules: int, steps: int, strict: bool, as_jso
                 "schedules": report.schedules,
                 "seed": seed,
                 "steps_per_schedule": steps,
+                "truncation": truncation.value,
                 "violating_schedules": report.violating_schedules,
                 "violations": [shown(v) for v in report.violations[:3]],
                 "stuck_schedules": report.stuck,
@@ -145,7 +155,8 @@ def _cluster_explore(seed: int, schedules: int, steps: int, strict: bool, as_jso
         console = Console()
         console.print(
             f"explored {report.schedules} whole-cluster schedules (3 brokers, {steps} events, "
-            f"seeds {seed}..{seed + schedules - 1}) in {report.elapsed_s:.1f} s = "
+            f"seeds {seed}..{seed + schedules - 1}, truncation={truncation.value}) in "
+            f"{report.elapsed_s:.1f} s = "
             f"{report.schedules_per_minute:,.0f} schedules/min"
         )
         console.print(f"violating schedules: {report.violating_schedules}")
@@ -188,7 +199,8 @@ def explore(
 ) -> None:
     """Run random fault schedules, check the invariants after every step, shrink a failure."""
     if cluster:
-        _cluster_explore(seed, schedules, 60 if steps == 50 else steps, strict, as_json)
+        # The truncation rule used to be ignored here: every cluster run was kip279.
+        _cluster_explore(seed, schedules, 60 if steps == 50 else steps, truncation, strict, as_json)
         return
     report = run_explore(seed, schedules, truncation, replicas=replicas, steps=steps)
     first = report.first

@@ -217,7 +217,10 @@ class ReadPreferredElection:
 
 @dataclass(frozen=True)
 class DeletePreferredElection:
-    pass
+    """Remove `handled` (acted on or answered) from /admin/preferred_replica_election;
+    the znode goes once nothing is left in it (None: all of it)."""
+
+    handled: tuple[TopicPartition, ...] | None = None
 
 
 @dataclass(frozen=True)

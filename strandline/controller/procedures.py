@@ -15,7 +15,7 @@ No I/O, no clock, no asyncio: the broker (`controller.py`) and the simulator
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +89,10 @@ class ControllerCore:
         self.unclean = unclean_leader_election
         self.rebalance = rebalance or RebalanceSettings()
         self.ctx: ControllerContext | None = None
+        # False from the start of a failover until it completed: a failover that an
+        # effect's failure ended half-way (a lost ZooKeeper reply) left a context that
+        # must not be acted on.
+        self._failover_complete = True
 
     @property
     def is_active(self) -> bool:
@@ -97,6 +101,8 @@ class ControllerCore:
     def handle(self, event: fx.ControllerEvent) -> Procedure:
         """The procedure for `event`. A broker that is not the controller only acts on
         election events; any other answers NotControllerError."""
+        if self.ctx is not None and not self._failover_complete:
+            return self._move_controller(event)
         if isinstance(event, fx.ELECTION_EVENTS):
             return self._maybe_elect()
         if self.ctx is None:
@@ -157,6 +163,17 @@ class ControllerCore:
         yield from self._on_controller_failover(epoch)
         return None
 
+    def _move_controller(self, event: fx.ControllerEvent) -> Procedure:
+        """Kafka's triggerControllerMove: after a failover that did not complete (its
+        context may lack topics, and a deletion would then find no replicas to wait
+        for), give up /controller so an election starts again, from a fresh read."""
+        yield _log(
+            "controller-move", reason="failover did not complete", event=type(event).__name__
+        )
+        yield fx.ResignController(self.broker_id)
+        yield from self.resign()
+        yield from self._maybe_elect()
+
     def resign(self) -> Procedure:
         yield _log("controller-resigned", controller_epoch=self.ctx.epoch if self.ctx else -1)
         self.ctx = None
@@ -167,6 +184,7 @@ class ControllerCore:
         ZooKeeper, finish half-done work, and tell every live broker the state."""
         ctx = ControllerContext(broker_id=self.broker_id, epoch=epoch)
         self.ctx = ctx
+        self._failover_complete = False
         yield _log("controller-elected", controller_epoch=epoch)
         yield from self._load_context(ctx)
         yield fx.WatchChildren(znodes.BROKER_IDS_PATH, fx.BrokerChange())
@@ -190,6 +208,7 @@ class ControllerCore:
         yield from self._send_update_metadata(sorted(ctx.live_brokers), sorted(ctx.assignments))
         yield from self._send_leader_and_isr(sorted(ctx.partition_states))
         yield fx.BecameController(epoch)
+        self._failover_complete = True
         if ctx.replicas_to_delete:
             # Deletions a previous controller left pending start over: every replica is
             # asked again (deleting what is gone already is a no-op on the broker).
@@ -400,10 +419,28 @@ class ControllerCore:
 
     def _on_preferred_replica_election(self) -> Procedure:
         ctx = self._ctx()
-        tps = yield fx.ReadPreferredElection()
-        tps = [tp for tp in tps if tp not in ctx.reassignments]
-        yield from self._apply(decisions.elect_preferred_leaders(ctx, tps))
-        yield fx.DeletePreferredElection()
+        requested = yield fx.ReadPreferredElection()
+        tps = [tp for tp in requested if tp not in ctx.reassignments]
+        yield from self._refresh_states(tps)
+        elections = decisions.elect_preferred_leaders(ctx, tps)
+        written = set((yield from self._apply(elections)))
+        # A partition whose state write lost to a leader's ISR write stays in the znode
+        # (the write below fires its watch again, and it is decided from a fresh read).
+        lost = {e.tp for e in elections if e.tp not in written}
+        yield fx.DeletePreferredElection(tuple(tp for tp in requested if tp not in lost))
+
+    def _refresh_states(self, tps: Iterable[TopicPartition]) -> Procedure:
+        """Read the partitions' states from ZooKeeper before a preferred-replica
+        decision: a leader's ISR write reaches ZooKeeper before its notification reaches
+        us, and an election refused on the ISR we last heard of would be refused wrongly."""
+        ctx = self._ctx()
+        wanted = tuple(sorted(tp for tp in tps if tp in ctx.partition_states))
+        if not wanted:
+            return
+        found = yield fx.ReadPartitionStates(wanted)
+        for tp, (state, version) in found.items():
+            if tp in ctx.partition_states:
+                ctx.partition_states[tp] = state.at_version(version)
 
     def _on_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Procedure:
         ctx = self._ctx()
@@ -422,6 +459,8 @@ class ControllerCore:
     ) -> Procedure:
         ctx = self._ctx()
         every = tps is None
+        if election_type == decisions.PREFERRED_ELECTION:
+            yield from self._refresh_states(sorted(ctx.assignments) if tps is None else tps)
         outcome = decisions.elect_leaders_on_request(
             ctx,
             sorted(ctx.assignments) if tps is None else tps,
@@ -443,6 +482,16 @@ class ControllerCore:
 
     def _on_auto_leader_rebalance(self) -> Procedure:
         ctx = self._ctx()
+        # The ISRs of partitions led by another than their preferred replica, as
+        # ZooKeeper holds them now (leaders only change by us; ISRs by their leaders).
+        yield from self._refresh_states(
+            tp
+            for tp, replicas in ctx.assignments.items()
+            if replicas
+            and tp in ctx.partition_states
+            and ctx.partition_states[tp].leader != replicas[0]
+            and replicas[0] in ctx.live_broker_ids
+        )
         elections = decisions.auto_rebalance(
             ctx, self.rebalance.per_broker_percentage, excluded=set(ctx.reassignments)
         )

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from kazoo.exceptions import ConnectionLoss as KazooConnectionLoss
+
 from strandline.controller import effects as fx
 from strandline.coordination import znodes
 from strandline.coordination.errors import ControllerMovedError, ZkVersionConflictError
@@ -25,6 +27,10 @@ class ControllerZk(Protocol):
     """The ZooKeeper operations the controller uses (ZkClient's names)."""
 
     def get_controller(self) -> int | None: ...
+    def get_controller_epoch(self) -> tuple[int, int] | None: ...
+
+    controller_epoch_zk_version: int | None
+
     def try_elect_controller(self, broker_id: int) -> int | None: ...
     def resign_controller(self, broker_id: int) -> None: ...
     def get_live_brokers(self) -> dict[int, BrokerRegistration]: ...
@@ -55,7 +61,7 @@ def perform(effect: fx.ZkEffect, zk: ControllerZk) -> Any:
         case fx.ReadController():
             return zk.get_controller()
         case fx.ElectController(broker_id):
-            return zk.try_elect_controller(broker_id)
+            return _elect(zk, broker_id)
         case fx.ResignController(broker_id):
             return zk.resign_controller(broker_id)
         case fx.ReadLiveBrokers():
@@ -100,9 +106,21 @@ def perform(effect: fx.ZkEffect, zk: ControllerZk) -> Any:
             return _fenced(zk, existing)
         case fx.ReadPreferredElection():
             return zk.get_preferred_replica_election()
-        case fx.DeletePreferredElection():
+        case fx.DeletePreferredElection(handled):
             path = znodes.PREFERRED_REPLICA_ELECTION_PATH
-            return _fenced(zk, lambda: _delete_tree(zk, path))
+
+            def rest() -> list[ZkWrite]:
+                # Read again at write time: a tool may have added partitions since.
+                left = (
+                    []
+                    if handled is None
+                    else [tp for tp in zk.get_preferred_replica_election() if tp not in handled]
+                )
+                if not left:
+                    return _delete_tree(zk, path)
+                return [SetWrite(path, znodes.encode_preferred_replica_election(sorted(left)))]
+
+            return _fenced(zk, rest)
         case fx.ReadReassignment():
             return zk.get_partition_reassignment()
         case fx.WriteReassignment(reassignment):
@@ -119,6 +137,27 @@ def perform(effect: fx.ZkEffect, zk: ControllerZk) -> Any:
                 ],
             )
     raise TypeError(f"not a ZooKeeper effect: {effect!r}")
+
+
+def _elect(zk: ControllerZk, broker_id: int) -> int | None:
+    """try_elect_controller; when its reply is lost, /controller tells whether the
+    election multi was applied (Kafka's checked ephemeral create): holding it without
+    knowing would leave the cluster without an active controller until our session
+    ends. Not applied: the election is tried once more."""
+    for attempt in range(2):
+        try:
+            return zk.try_elect_controller(broker_id)
+        except KazooConnectionLoss:
+            if zk.get_controller() == broker_id:
+                found = zk.get_controller_epoch()
+                if found is None:
+                    raise
+                epoch, version = found
+                zk.controller_epoch_zk_version = version
+                return epoch
+            if attempt == 1 or zk.get_controller() is not None:
+                raise
+    return None
 
 
 def _fenced(zk: ControllerZk, writes: Callable[[], list[ZkWrite]]) -> None:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from kazoo.exceptions import BadVersionError
+from kazoo.exceptions import BadVersionError, NoNodeError, SessionExpiredError
 from kio.schema.errors import ErrorCode
 
 from strandline.errors import KafkaError, TopicExistsError
+from strandline.replication.isr_update import ZkFailure
 
 __all__ = [
     "BrokerIdInUseError",
     "ControllerMovedError",
     "TopicExistsError",
     "ZkVersionConflictError",
+    "classify_zk_failure",
 ]
 
 
@@ -38,3 +40,15 @@ class ControllerMovedError(KafkaError):
     """A controller write was fenced: /controller_epoch changed under us."""
 
     code = ErrorCode.not_controller
+
+
+def classify_zk_failure(exc: Exception) -> ZkFailure:
+    """A kazoo failure as the ISR update core sees it. Anything not known to have left
+    ZooKeeper untouched counts as ConnectionLoss (the request may have been applied)."""
+    if isinstance(exc, BadVersionError):
+        return ZkFailure.BAD_VERSION
+    if isinstance(exc, NoNodeError):
+        return ZkFailure.NO_NODE
+    if isinstance(exc, SessionExpiredError):
+        return ZkFailure.SESSION_EXPIRED
+    return ZkFailure.CONNECTION_LOSS

@@ -11,7 +11,10 @@ import asyncio
 import logging
 import resource
 import signal
+import time
+from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 from kazoo.protocol.states import KazooState
 from kio.schema.errors import ErrorCode
@@ -23,6 +26,7 @@ from strandline.controller.controller import Controller, RebalanceSettings
 from strandline.controller.remote_sender import BrokerRequestSender
 from strandline.coordination import znodes
 from strandline.coordination.cluster_id import get_or_create_cluster_id
+from strandline.coordination.errors import classify_zk_failure
 from strandline.coordination.zk_client import ZkClient, on_loop
 from strandline.errors import StaleBrokerEpochError, StaleControllerEpochError
 from strandline.group.partitioning import OFFSETS_TOPIC
@@ -32,6 +36,7 @@ from strandline.protocol.controller_requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from strandline.replication import isr_update
 from strandline.replication.controller_fencing import controller_request_error
 from strandline.security.acl_cache import AclCache
 from strandline.security.authorizer import Authorizer
@@ -310,26 +315,19 @@ class Broker:
             await asyncio.sleep(interval)
             self.replica_manager.maybe_shrink_isr(self.now_ms())
 
-    async def _write_isr(
-        self,
-        tp: TopicPartition,
-        leader: int,
-        leader_epoch: int,
-        isr: tuple[int, ...],
-        controller_epoch: int,
-        zk_version: int,
-    ) -> int:
-        """A leader's ISR change: conditional write of the state znode, then an ISR
-        change notification so the controller propagates it (Kafka's ZK-era path)."""
-        state = znodes.LeaderAndIsr(
-            leader=leader,
-            leader_epoch=leader_epoch,
-            isr=tuple(isr),
-            controller_epoch=controller_epoch,
-        )
-        version = await asyncio.to_thread(self.zk.update_partition_state, tp, state, zk_version)
-        await asyncio.to_thread(self.zk.create_isr_change_notification, [tp])
-        return version
+    async def _write_isr(self, update: Generator[isr_update.IsrEffect, Any, Any]) -> Any:
+        """Carry out a leader's ISR update (`replication/isr_update.py`: conditional
+        write of the state znode, read-back on BADVERSION or ConnectionLoss, the ISR
+        change notification) on a worker thread, as kazoo's calls block."""
+
+        delay_s = self.config.isr_change_notification_delay_ms / 1000
+
+        def perform_one(effect: isr_update.IsrEffect) -> Any:
+            if delay_s > 0 and isinstance(effect, isr_update.NotifyIsrChange):
+                time.sleep(delay_s)  # on the worker thread: the event loop runs on
+            return isr_update.perform(effect, self.zk, classify_zk_failure)
+
+        return await asyncio.to_thread(isr_update.run, update, perform_one)
 
     def _on_config_changes(self, children: list[str]) -> None:
         """Reload the topics named by change notifications we have not seen yet."""

@@ -64,6 +64,10 @@ class BrokerConfig:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000
     offsets_topic_segment_bytes: int = 104857600
+    # How long a leader waits before creating an ISR change notification (Kafka batches
+    # them for up to 5 s): the controller then hears of an ISR change after ZooKeeper
+    # holds it. 0 here; tests widen the window the controller must not depend on.
+    isr_change_notification_delay_ms: int = 0
     # Prometheus text on http://host:metrics.port/metrics; unset = no metrics at all.
     metrics_port: int | None = None
 
@@ -138,4 +142,5 @@ class BrokerConfig:
             log_cleaner_enable=get_bool("log.cleaner.enable", True),
             log_cleaner_backoff_ms=get_int("log.cleaner.backoff.ms", 15000),
             offsets_topic_segment_bytes=get_int("offsets.topic.segment.bytes", 104857600),
+            isr_change_notification_delay_ms=get_int("isr.change.notification.delay.ms", 0),
         )

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -28,6 +28,7 @@ from strandline.errors import (
 )
 from strandline.protocol.control_batch import build_marker_batch
 from strandline.protocol.controller_requests import BrokerInfo, PartitionState
+from strandline.replication import isr_update
 from strandline.replication.controller_fencing import leader_and_isr_state_error
 from strandline.replication.follower import FollowerState, follower_high_watermark
 from strandline.replication.partition import Partition
@@ -54,8 +55,8 @@ MARKER_TIMEOUT_S = 30.0
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
-# (tp, leader, leader_epoch, new isr, controller_epoch, expected zkVersion) -> new zkVersion
-IsrWriter = Callable[[TopicPartition, int, int, tuple[int, ...], int, int], Awaitable[int]]
+# Carries out an ISR update procedure (replication/isr_update.py) and returns its result.
+IsrWriter = Callable[[Generator[isr_update.IsrEffect, Any, Any]], Awaitable[Any]]
 
 
 class HostedPartition:
@@ -166,6 +167,10 @@ class ReplicaManager:
         # Led partitions whose ISR expansion must be asked again by the periodic check
         # (a proposal deferred or refused, or an ISR just written smaller than maximal).
         self._isr_recheck: set[TopicPartition] = set()
+        # ISR changes written whose notification could not be created yet: sent again
+        # by the periodic check, so the controller learns of every change.
+        self._isr_notify_pending: set[TopicPartition] = set()
+        self._isr_notify_in_flight: set[TopicPartition] = set()
         self.produce_purgatory = Purgatory("Produce")
         self.controller_epoch = -1
         self._checkpoint_writers: ThreadPoolExecutor | None = None
@@ -571,7 +576,11 @@ class ReplicaManager:
 
         Only partitions appended to since their ISR was last seen caught up are looked
         at: an idle partition whose followers are at its LEO cannot lag. Expansions that
-        could not be written are proposed again here."""
+        could not be written are proposed again here, and notifications left pending."""
+        if self.isr_writer is not None:
+            for tp in sorted(self._isr_notify_pending - self._isr_notify_in_flight):
+                self._isr_notify_in_flight.add(tp)
+                asyncio.get_running_loop().create_task(self._notify_isr_change(tp))
         for tp in list(self._isr_recheck):
             hosted = self.partitions.get(tp)
             if hosted is None or hosted.leader_state is None:
@@ -609,46 +618,55 @@ class ReplicaManager:
         asyncio.get_running_loop().create_task(self._write_isr(hosted, new_isr, why))
 
     async def _write_isr(self, hosted: HostedPartition, new_isr: tuple[int, ...], why: str) -> None:
-        """Persist an ISR change with a conditional (zkVersion) update; only once it is
-        written does the leader act on it, so an ISR change is never lost."""
+        """Persist an ISR change (`replication/isr_update.py`): the leader acts on what
+        ZooKeeper holds once it is known, and meanwhile never on an ISR smaller than
+        one ZooKeeper may hold."""
         assert self.isr_writer is not None
         leader_epoch, old_isr = hosted.leader_epoch, hosted.isr
+        update = isr_update.isr_update(
+            hosted.tp,
+            hosted.leader,
+            leader_epoch,
+            hosted.controller_epoch,
+            hosted.zk_version,
+            frozenset(old_isr),
+            frozenset(new_isr),
+        )
         try:
-            version = await self.isr_writer(
-                hosted.tp,
-                hosted.leader,
-                leader_epoch,
-                new_isr,
-                hosted.controller_epoch,
-                hosted.zk_version,
-            )
-        except Exception as e:  # noqa: BLE001 - a conflict: the controller changed it; wait for LeaderAndIsr
-            self.state_change_log.record(
-                f"isr-{why}-failed", tp=hosted.tp, proposed=list(new_isr), error=str(e)
-            )
-            if hosted.leader_state is not None:
-                hosted.leader_state.apply_isr(frozenset(old_isr), clock.now_ms())
-                self._isr_recheck.add(hosted.tp)
-            return
+            result: isr_update.IsrUpdateResult = await self.isr_writer(update)
         finally:
             hosted.isr_write_in_flight = False
         if hosted.leader_state is None or hosted.leader_epoch != leader_epoch:
-            return
-        hosted.zk_version = version
-        advanced = hosted.leader_state.apply_isr(frozenset(new_isr), clock.now_ms())
+            return  # a LeaderAndIsr replaced this term meanwhile; it carries the ISR
+        hosted.zk_version = result.zk_version
+        advanced = hosted.leader_state.apply_isr(result.isr, clock.now_ms())
+        if result.notify_pending:
+            self._isr_notify_pending.add(hosted.tp)
         self._replicating.add(hosted.tp)
         # A follower removed (or left out) may already be back at the LEO, and an idle
         # partition's session fetches would never name it again to show it.
         self._isr_recheck.add(hosted.tp)
         self.state_change_log.record(
-            f"isr-{why}",
+            f"isr-{why}" if result.known else f"isr-{why}-{result.outcome.value}",
             tp=hosted.tp,
             old_isr=list(old_isr),
-            new_isr=list(new_isr),
-            zk_version=version,
+            proposed=list(new_isr),
+            new_isr=sorted(result.isr),
+            zk_version=result.zk_version,
+            detail=result.detail,
         )
         self._on_high_watermark(hosted, advanced)
         self.produce_purgatory.notify(hosted.tp)
+
+    async def _notify_isr_change(self, tp: TopicPartition) -> None:
+        """An ISR change notification that could not be created with its write."""
+        assert self.isr_writer is not None
+        try:
+            pending = await self.isr_writer(isr_update.notify_again(tp))
+        finally:
+            self._isr_notify_in_flight.discard(tp)
+        if not pending:
+            self._isr_notify_pending.discard(tp)
 
     # -- follower side ----------------------------------------------------------
 

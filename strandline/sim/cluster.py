@@ -21,7 +21,7 @@ log, topic incarnations) are kept beside the model; `cluster_invariants` judges 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -40,7 +40,7 @@ from strandline.protocol.controller_requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from strandline.replication import controller_fencing
+from strandline.replication import controller_fencing, isr_update
 from strandline.replication.follower import FetchState, FollowerState, follower_high_watermark
 from strandline.replication.partition import Partition
 from strandline.replication.truncation import (
@@ -49,7 +49,13 @@ from strandline.replication.truncation import (
     truncation_on_offset_out_of_range,
 )
 from strandline.sim.simulator import Replica
-from strandline.sim.zookeeper import SimZkClient, SimZooKeeper, ZkError
+from strandline.sim.zookeeper import (
+    ReplyFault,
+    SimZkClient,
+    SimZooKeeper,
+    ZkError,
+    classify_sim_failure,
+)
 from strandline.types import TopicPartition
 
 NO_LEADER = -1
@@ -177,6 +183,62 @@ class Restart(NamedTuple):
         return f"restart broker {self.broker}"
 
 
+class PauseFetcher(NamedTuple):
+    """Broker `broker`'s replica fetchers stall for `ms` of simulated time (a GC pause,
+    a slow disk or link): its followers fall behind, their leaders drop them from the
+    ISR at the next checks and take them back once they catch up (seed 000's churn)."""
+
+    broker: int
+    ms: int = 600
+
+    def describe(self) -> str:
+        return f"broker {self.broker}'s fetchers stall for {self.ms} ms"
+
+
+class Bounce(NamedTuple):
+    """The broker process restarts faster than its ZooKeeper session times out (seed
+    002): the controller sees one broker change, the same broker with a new broker
+    epoch, and it stays in every ISR it was in."""
+
+    broker: int
+
+    def describe(self) -> str:
+        return f"bounce broker {self.broker} (restart within the session timeout)"
+
+
+class LoseZkReply(NamedTuple):
+    """The reply to one of broker `broker`'s next ZooKeeper requests (its broker side
+    or its controller) is lost: the request fails before or after ZooKeeper applied it,
+    and the client sees ConnectionLoss; with `expire` the session expires meanwhile."""
+
+    broker: int
+    skip: int = 0  # requests that go through first
+    after_apply: bool = False
+    expire: bool = False
+
+    def describe(self) -> str:
+        when = "after" if self.after_apply else "before"
+        which = "next" if self.skip == 0 else f"{self.skip + 1}th next"
+        expiry = ", and its session expires" if self.expire else ""
+        return (
+            f"broker {self.broker}'s {which} ZooKeeper request fails {when} it is "
+            f"applied (ConnectionLoss){expiry}"
+        )
+
+
+class ZkBlip(NamedTuple):
+    """Broker `broker` is cut from ZooKeeper on and off for `ms` (under the session
+    timeout): each of its requests meanwhile loses its reply with probability 1/2,
+    before or after being applied (drawn from `seed`)."""
+
+    broker: int
+    ms: int
+    seed: int
+
+    def describe(self) -> str:
+        return f"broker {self.broker}'s ZooKeeper connection blips for {self.ms} ms"
+
+
 class ExpireSession(NamedTuple):
     """ZooKeeper expires a live broker's session (a long GC pause): it registers again
     with a new broker epoch and runs the controller election again."""
@@ -248,6 +310,10 @@ ClusterEvent = (
     | Crash
     | Restart
     | ExpireSession
+    | Bounce
+    | PauseFetcher
+    | LoseZkReply
+    | ZkBlip
     | Tick
     | CreateTopic
     | DeleteTopic
@@ -273,6 +339,7 @@ class ClusterReplica(Replica):
         "zk_version",
         "controller_epoch",
         "waiting",
+        "notify_pending",
     )
 
     def __init__(
@@ -292,6 +359,8 @@ class ClusterReplica(Replica):
         self.controller_epoch = -1
         # acks=all produces waiting for the HW: (offset, value, epoch).
         self.waiting: list[tuple[int, str, int]] = []
+        # An ISR change written whose notification is still to be created.
+        self.notify_pending = False
 
 
 class Message(NamedTuple):
@@ -313,7 +382,16 @@ class ControllerShell:
     """The simulator's controller shell for one broker process: an event queue and at
     most one procedure in progress, carried one effect per step."""
 
-    __slots__ = ("core", "events", "proc", "result", "watched_data", "watches", "incarnation")
+    __slots__ = (
+        "core",
+        "events",
+        "proc",
+        "result",
+        "watched_data",
+        "watches",
+        "incarnation",
+        "preferred_seen",
+    )
 
     def __init__(self, core: ControllerCore, incarnation: int) -> None:
         self.core = core
@@ -327,6 +405,8 @@ class ControllerShell:
         # re-arms its recipes on a new session).
         self.watches: list[tuple[str, str, fx.ControllerEvent]] = []
         self.incarnation = incarnation
+        # Preferred elections electable when the procedure read the admin znode.
+        self.preferred_seen: set[TopicPartition] = set()
 
     @property
     def idle(self) -> bool:
@@ -347,6 +427,7 @@ class SimBroker:
         "replicas",
         "shell",
         "crashed_at_ms",
+        "fetch_paused_until_ms",
     )
 
     def __init__(self, broker_id: int) -> None:
@@ -365,6 +446,7 @@ class SimBroker:
         self.replicas: dict[TopicPartition, ClusterReplica] = {}
         self.shell: ControllerShell | None = None
         self.crashed_at_ms = 0
+        self.fetch_paused_until_ms = 0
 
 
 class AckedWrite(NamedTuple):
@@ -686,9 +768,17 @@ class ClusterSim:
                 self._note(f"broker {broker.broker_id} is the controller (epoch {epoch})")
             case fx.Resigned():
                 self._note(f"broker {broker.broker_id} resigned as controller")
+            case fx.ReadPreferredElection():
+                requested = zk_effects.perform(effect, broker.zk)
+                shell.preferred_seen = self._preferred_candidates(broker, requested)
+                return requested
+            case fx.DeletePreferredElection(handled):
+                self._check_preferred_answers(broker, handled)
+                return zk_effects.perform(effect, broker.zk)
             case fx.DeleteTopicZnodes(topic):
-                # The replicas the deletion waited for: ZooKeeper's assignment now.
-                assignment = broker.zk.get_topic_assignment(topic) or {}
+                # The replicas the deletion waited for: ZooKeeper's assignment now, read
+                # by the simulator's books (the admin session), not by the broker.
+                assignment = self.admin.get_topic_assignment(topic) or {}
                 result = zk_effects.perform(effect, broker.zk)
                 key = (topic, self.incarnation_of(topic))
                 self.books.deleted[key] = {
@@ -698,6 +788,51 @@ class ClusterSim:
             case _:
                 return zk_effects.perform(effect, broker.zk)
         return None
+
+    def _preferred_candidates(
+        self, broker: SimBroker, tps: list[TopicPartition]
+    ) -> set[TopicPartition]:
+        """The requested partitions whose preferred replica the controller could elect
+        from what ZooKeeper holds now: live in its context and in ZooKeeper's ISR."""
+        ctx = broker.shell.core.ctx if broker.shell is not None else None
+        if ctx is None:
+            return set()
+        out = set()
+        for tp in tps:
+            assignment = self.admin.get_topic_assignment(tp.topic) or {}
+            found = self.admin.get_partition_state(tp)
+            replicas = assignment.get(tp.partition)
+            if not replicas or found is None:
+                continue
+            state, preferred = found[0], replicas[0]
+            if (
+                state.leader != preferred
+                and preferred in ctx.live_broker_ids
+                and preferred in state.isr
+                and tp not in ctx.reassignments
+                and tp.topic not in ctx.topics_to_delete
+            ):
+                out.add(tp)
+        return out
+
+    def _check_preferred_answers(
+        self, broker: SimBroker, handled: tuple[TopicPartition, ...] | None
+    ) -> None:
+        """A preferred election taken off /admin/preferred_replica_election was acted on
+        or rightly refused: not refused while its preferred replica was live and in
+        ZooKeeper's ISR from the request's read until now."""
+        shell = broker.shell
+        if shell is None:
+            return
+        seen, shell.preferred_seen = shell.preferred_seen, set()
+        still = self._preferred_candidates(broker, sorted(seen))
+        for tp in sorted(seen & still):
+            if handled is None or tp in handled:
+                self.books.problems.append(
+                    f"{tp}: preferred replica election dropped by controller "
+                    f"{broker.broker_id} although the preferred replica was live and in "
+                    "ZooKeeper's ISR"
+                )
 
     def _log(self, who: int, kind: str, **fields: Any) -> None:
         self._state_change(who, kind, fields)
@@ -893,10 +1028,15 @@ class ClusterSim:
 
     def _produce(self, event: Produce) -> None:
         tp = TopicPartition(event.topic, event.partition)
-        via = self.brokers.get(event.via)
         meta = None
-        if via is not None and via.alive:
-            meta = via.metadata.get(tp)
+        # As a client with a bootstrap list: `via` first, then any other live broker
+        # that knows the partition (a restarted broker's metadata is empty until the
+        # controller's UpdateMetadata arrives).
+        for broker_id in [event.via, *sorted(b for b in self.brokers if b != event.via)]:
+            via = self.brokers.get(broker_id)
+            if via is not None and via.alive and via.metadata.get(tp) is not None:
+                meta = via.metadata[tp]
+                break
         if meta is None or meta.leader == NO_LEADER:
             self.books.failed_produces.append((event.value, "UNKNOWN_TOPIC_OR_PARTITION"))
             return
@@ -934,6 +1074,8 @@ class ClusterSim:
     ) -> None:
         assert replica.partition is not None
         isr = replica.partition.isr
+        if acks_all:
+            self._check_isr_against_zookeeper(leader, replica, offset)
         holders = []
         for broker_id in sorted(isr):
             other = self.brokers[broker_id].replicas.get(replica.tp)
@@ -959,6 +1101,29 @@ class ClusterSim:
             )
         )
 
+    def _check_isr_against_zookeeper(
+        self, leader: SimBroker, replica: ClusterReplica, offset: int
+    ) -> None:
+        """Every replica in ZooKeeper's ISR of this leader's term can be elected
+        cleanly, so the leader must wait for it: whenever it acknowledges a write,
+        ZooKeeper's ISR is within the leader's ISR (not only its maximal ISR, which a
+        follower still fetching keeps re-entering: the divergence must not hide until
+        that follower stalls)."""
+        assert replica.partition is not None
+        found = self.admin.get_partition_state(replica.tp)
+        if found is None:
+            return
+        state = found[0]
+        if state.leader != leader.broker_id or state.leader_epoch != replica.leader_epoch:
+            return  # a newer decision; the LeaderAndIsr carrying it is on its way
+        outside = set(state.isr) - replica.partition.isr
+        if outside:
+            self.books.problems.append(
+                f"{replica.tp}: leader {leader.broker_id} acknowledged offset {offset} "
+                f"with ISR {sorted(replica.partition.isr)} while ZooKeeper's ISR is "
+                f"{list(state.isr)} ({sorted(outside)} could be elected without it)"
+            )
+
     def _hw_moved(self, broker: SimBroker, replica: ClusterReplica, advanced: int | None) -> None:
         if advanced is None:
             return
@@ -983,43 +1148,52 @@ class ClusterSim:
     def _write_isr(
         self, broker: SimBroker, replica: ClusterReplica, new_isr: frozenset[int]
     ) -> None:
-        """Broker._write_isr + ReplicaManager._write_isr: a conditional write of the state
-        znode with the zkVersion we hold, then an ISR change notification; only once the
-        write succeeded does the leader act on the new ISR."""
+        """The leader's ISR update, the broker's own (`replication/isr_update.py`),
+        carried out on this broker's ZooKeeper session."""
         partition = replica.partition
         assert partition is not None and broker.zk is not None
         old_isr = partition.isr
-        isr = tuple(sorted(new_isr))
-        state = LeaderAndIsr(
-            leader=broker.broker_id,
-            leader_epoch=replica.leader_epoch,
-            isr=isr,
-            controller_epoch=replica.controller_epoch,
+        update = isr_update.isr_update(
+            replica.tp,
+            broker.broker_id,
+            replica.leader_epoch,
+            replica.controller_epoch,
+            replica.zk_version,
+            old_isr,
+            new_isr,
         )
-        try:
-            version = broker.zk.update_partition_state(replica.tp, state, replica.zk_version)
-            broker.zk.create_isr_change_notification([replica.tp])
-        except Exception as e:  # noqa: BLE001 - as the broker: any failure leaves the ISR as it was
-            self._log(
-                broker.broker_id,
-                "isr-change-failed",
-                tp=replica.tp,
-                proposed=list(isr),
-                error=str(e),
-            )
-            partition.apply_isr(old_isr, self.now_ms)
-            return
-        replica.zk_version = version
-        replica.isr = isr
+        result: isr_update.IsrUpdateResult = isr_update.run(update, self._isr_effect(broker))
+        replica.zk_version = result.zk_version
+        replica.isr = tuple(sorted(result.isr))
+        replica.notify_pending = result.notify_pending
         self._log(
             broker.broker_id,
-            "isr-change",
+            "isr-change" if result.known else f"isr-change-{result.outcome.value}",
             tp=replica.tp,
             old_isr=sorted(old_isr),
-            new_isr=list(isr),
-            zk_version=version,
+            proposed=sorted(new_isr),
+            new_isr=list(replica.isr),
+            zk_version=result.zk_version,
         )
-        self._hw_moved(broker, replica, partition.apply_isr(new_isr, self.now_ms))
+        self._hw_moved(broker, replica, partition.apply_isr(result.isr, self.now_ms))
+
+    def _isr_effect(self, broker: SimBroker) -> Callable[[isr_update.IsrEffect], Any]:
+        def perform_one(effect: isr_update.IsrEffect) -> Any:
+            zk = broker.zk
+            assert zk is not None
+            return isr_update.perform(effect, zk, classify_sim_failure)
+
+        return perform_one
+
+    def _notify_pending(self, broker: SimBroker) -> None:
+        """ISR change notifications left pending are sent again (the broker's periodic
+        ISR check does the same)."""
+        for tp in sorted(broker.replicas):
+            replica = broker.replicas[tp]
+            if replica.notify_pending and replica.partition is not None:
+                replica.notify_pending = isr_update.run(
+                    isr_update.notify_again(tp), self._isr_effect(broker)
+                )
 
     def _isr_expiration(self) -> None:
         for broker in self.brokers.values():
@@ -1033,12 +1207,17 @@ class ClusterSim:
                 proposal = partition.isr_shrink_proposal(self.now_ms)
                 if proposal is not None:
                     self._write_isr(broker, replica, proposal)
+                elif (expansion := partition.isr_expansion()) is not None:
+                    # As the broker's periodic check: an expansion not written before
+                    # (a lost reply left the ISR unknown) is proposed again.
+                    self._write_isr(broker, replica, expansion)
+            self._notify_pending(broker)
 
     # -- fetch ------------------------------------------------------------------------------
 
     def _fetch_round(self, broker: SimBroker, lose: bool) -> bool:
         """One fetcher round trip for every partition the broker follows."""
-        if not broker.alive:
+        if not broker.alive or self.now_ms < broker.fetch_paused_until_ms:
             return False
         moved = False
         for tp in sorted(broker.replicas):
@@ -1171,6 +1350,13 @@ class ClusterSim:
         for broker in self.brokers.values():
             if self.controller_step(broker):
                 moved = True
+        # Followers fetch before this round's requests arrive: a follower that a
+        # LeaderAndIsr made truncate fetches again only in the next round, as a real
+        # fetcher's next round trip comes after the request was handled (a leader
+        # dying in between is seed 002's KIP-101 loss).
+        for broker in self.brokers.values():
+            if self._fetch_round(broker, lose=False):
+                moved = True
         for key in sorted(self.channels):
             channel = self.channels[key]
             if channel.held > 0:
@@ -1178,9 +1364,6 @@ class ClusterSim:
                 moved = True
                 continue
             if self.deliver(*key):
-                moved = True
-        for broker in self.brokers.values():
-            if self._fetch_round(broker, lose=False):
                 moved = True
         return moved
 
@@ -1219,6 +1402,21 @@ class ClusterSim:
                 self._restart(self.brokers[broker_id])
             case ExpireSession(broker_id):
                 self._expire_session(self.brokers[broker_id])
+            case Bounce(broker_id):
+                bounced = self.brokers[broker_id]
+                if bounced.alive:
+                    self._crash(bounced)
+                    self._restart(bounced)
+            case ZkBlip(broker_id, ms, blip_seed):
+                blipped = self.brokers[broker_id]
+                if blipped.alive and blipped.zk is not None:
+                    blipped.zk.blip(self.now_ms + ms, blip_seed)
+            case PauseFetcher(broker_id, ms):
+                self.brokers[broker_id].fetch_paused_until_ms = self.now_ms + ms
+            case LoseZkReply(broker_id, skip, after_apply, expire):
+                target = self.brokers[broker_id]
+                if target.alive and target.zk is not None:
+                    target.zk.lose_reply(ReplyFault(skip, after_apply, expire))
             case Tick():
                 self._tick()
             case CreateTopic():
@@ -1231,6 +1429,14 @@ class ClusterSim:
                 self._preferred_election(event)
             case _:
                 raise TypeError(f"not a cluster event: {event!r}")
+        self._renew_expired_sessions()
+
+    def _renew_expired_sessions(self) -> None:
+        """A live broker whose session expired under it (a lost reply's fault) registers
+        again, as kazoo's session listener makes the broker do."""
+        for broker in self.brokers.values():
+            if broker.alive and broker.zk is not None and not broker.zk.alive:
+                self._expire_session(broker)
 
     def _tick(self) -> None:
         self.now_ms += self.config.tick_ms
@@ -1322,6 +1528,8 @@ class ClusterSim:
                 self._restart(broker)
         for channel in self.channels.values():
             channel.held = 0
+        for broker in self.brokers.values():
+            broker.fetch_paused_until_ms = 0
         for _ in range(max_rounds):
             if self.quiescent():
                 return True

@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from strandline.replication.truncation import TruncationMode
 from strandline.sim import shrinking
 from strandline.sim.cluster import (
+    Bounce,
     ClusterConfig,
     ClusterEvent,
     ClusterSim,
@@ -28,13 +30,16 @@ from strandline.sim.cluster import (
     Fetch,
     Hold,
     LoseRequest,
+    LoseZkReply,
     Notify,
+    PauseFetcher,
     PreferredElection,
     Produce,
     Reassign,
     Restart,
     Run,
     Tick,
+    ZkBlip,
 )
 from strandline.sim.cluster_invariants import CheckedRun, run_checked
 
@@ -44,22 +49,26 @@ TOPIC_NAMES = ("t", "u")
 # Mostly traffic, replication and background rounds, with a steady trickle of faults
 # and admin requests.
 EVENT_WEIGHTS: tuple[tuple[str, int], ...] = (
-    ("run", 20),
+    ("run", 14),
     ("controller_step", 8),
     ("notify", 3),
     ("deliver", 4),
     ("hold", 2),
     ("lose", 1),
     ("fetch", 10),
-    ("produce", 18),
+    ("produce", 24),
     ("crash", 3),
     ("restart", 4),
-    ("expire", 2),
-    ("tick", 5),
+    ("expire", 1),
+    ("bounce", 4),
+    ("pause", 3),
+    ("zk_blip", 3),
+    ("zk_reply", 2),
+    ("tick", 8),
     ("create", 1),
     ("delete", 1),
     ("reassign", 2),
-    ("preferred", 1),
+    ("preferred", 2),
 )
 _KINDS = [kind for kind, _ in EVENT_WEIGHTS]
 _CUMULATIVE: list[int] = []
@@ -69,7 +78,41 @@ for _kind, _weight in EVENT_WEIGHTS:
     _CUMULATIVE.append(_total)
 
 
-def random_config(rng: random.Random) -> ClusterConfig:
+# Faults come in bursts: after a fault, the next one or two events are faults too
+# (with FAULT_BURST's probability), drawn from the fault kinds with their weights.
+# Real incidents are correlated (a broker bounces and the leader dies while the
+# follower is still catching up), and the windows the seeds' losses need are that
+# short: one isolated fault per few rounds of background work heals before the next.
+FAULT_KINDS = (
+    "crash",
+    "restart",
+    "expire",
+    "bounce",
+    "pause",
+    "zk_reply",
+    "zk_blip",
+    "hold",
+    "lose",
+)
+FAULT_BURST = 0.35
+_FAULT_WEIGHTS = [w for k, w in EVENT_WEIGHTS if k in FAULT_KINDS]
+_FAULT_NAMES = [k for k, _ in EVENT_WEIGHTS if k in FAULT_KINDS]
+
+
+def _with_fault_bursts(rng: random.Random, kinds: list[str]) -> list[str]:
+    out: list[str] = []
+    for kind in kinds:
+        if len(out) >= len(kinds):
+            break
+        out.append(kind)
+        if kind in FAULT_KINDS and rng.random() < FAULT_BURST:
+            out += rng.choices(_FAULT_NAMES, weights=_FAULT_WEIGHTS, k=rng.randint(1, 2))
+    return out[: len(kinds)]
+
+
+def random_config(
+    rng: random.Random, truncation: TruncationMode = TruncationMode.KIP279
+) -> ClusterConfig:
     """1-2 topics, 1-3 partitions in all, replication factor 2-3."""
     if rng.random() < 0.5:
         topics: tuple[tuple[str, int, int], ...] = (("t", rng.randint(1, 3), rng.choice((2, 3))),)
@@ -80,6 +123,7 @@ def random_config(rng: random.Random) -> ClusterConfig:
         topics=topics,
         min_insync_replicas=rng.choice((1, 2)),
         unclean_leader_election=rng.random() < 0.2,
+        truncation=truncation,
     )
 
 
@@ -92,17 +136,28 @@ def random_schedule(
     rng: random.Random, steps: int, config: ClusterConfig | None = None
 ) -> list[ClusterEvent]:
     """`steps` random events; produces go mostly to the partitions `config` creates."""
-    kinds = rng.choices(_KINDS, cum_weights=_CUMULATIVE, k=steps)
+    kinds = _with_fault_bursts(rng, rng.choices(_KINDS, cum_weights=_CUMULATIVE, k=steps))
     partitions = [
         (name, p) for name, count, _rf in (config.topics if config else ()) for p in range(count)
     ]
     schedule: list[ClusterEvent] = []
+    previous_fault_broker: int | None = None
     for index, kind in enumerate(kinds):
         broker = rng.choice(BROKERS)
+        if kind in FAULT_KINDS:
+            # A fault right after another mostly hits another broker (correlated
+            # failures: a follower bounces and its leader dies).
+            if previous_fault_broker is not None and rng.random() < 0.7:
+                broker = rng.choice([b for b in BROKERS if b != previous_fault_broker])
+            previous_fault_broker = broker
+        else:
+            previous_fault_broker = None
         topic = rng.choice(TOPIC_NAMES)
         event: ClusterEvent
         if kind == "run":
-            event = Run(rng.randint(1, 3))
+            # Mostly single rounds: a follower's HW trails the leader's by one round
+            # after every acknowledgement, and longer runs close that window.
+            event = Run(1 if rng.random() < 0.7 else rng.randint(2, 3))
         elif kind == "controller_step":
             event = ControllerStep(broker)
         elif kind == "notify":
@@ -127,6 +182,14 @@ def random_schedule(
             event = Restart(broker)
         elif kind == "expire":
             event = ExpireSession(broker)
+        elif kind == "bounce":
+            event = Bounce(broker)
+        elif kind == "zk_blip":
+            event = ZkBlip(broker, rng.choice((300, 500)), rng.randrange(1 << 30))
+        elif kind == "pause":
+            event = PauseFetcher(broker, rng.choice((300, 600, 1200)))
+        elif kind == "zk_reply":
+            event = LoseZkReply(broker, rng.randint(0, 3), rng.random() < 0.5, rng.random() < 0.2)
         elif kind == "tick":
             event = Tick()
         elif kind == "create":
@@ -208,6 +271,7 @@ def explore(
     steps: int = 60,
     shrink_violations: int = 1,
     shrink_stuck: bool = False,
+    truncation: TruncationMode = TruncationMode.KIP279,
 ) -> ClusterExploreReport:
     """Run `schedules` random schedules (schedule i from seed `seed + i`); shrink the
     first `shrink_violations` violating ones (the timing excludes shrinking)."""
@@ -219,7 +283,7 @@ def explore(
     for index in range(schedules):
         schedule_seed = seed + index
         rng = random.Random(schedule_seed)
-        config = random_config(rng)
+        config = random_config(rng, truncation)
         schedule = random_schedule(rng, steps, config)
         result = check(config, schedule)
         if result.violations:

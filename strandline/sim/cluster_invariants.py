@@ -231,8 +231,11 @@ class ClusterChecker:
         sim = self.sim
         out = self.check_step()
         books = sim.books
+        # A topic still marked for deletion (a deletion stopped half-way, e.g. by a
+        # lost ZooKeeper reply) keeps no durability promise: its replicas may be gone.
+        marked = set(sim.admin.get_topics_marked_for_deletion())
         for ack in books.acked:
-            if not ack.acks_all:
+            if not ack.acks_all or ack.tp.topic in marked:
                 continue
             tp = ack.tp
             key = (tp.topic, ack.incarnation, tp.partition)

@@ -19,7 +19,12 @@ kazoo re-reads after a watch event, so changes made in between coalesce into one
 callback with the latest state; a data watch is not called again when the znode's mzxid
 has not moved (kazoo's DataWatch rule).
 
-Left out: ACLs and authentication, connection loss / SUSPENDED states and session
+Lost replies: `SimZkClient.lose_reply(...)` arms a fault for one of the session's next
+requests: it fails before ZooKeeper applies it, or after, and the client sees
+ConnectionLoss either way; the session may be expired in between (the reply was lost
+because the connection stayed down past the session timeout).
+
+Left out: ACLs and authentication, SUSPENDED states and session
 timeouts (the simulator expires sessions explicitly; nothing expires by itself), chroots,
 quotas, containers/TTL nodes, `sync`, a session that is dead but not yet expired (so
 `register_broker` raises BrokerIdInUseError at once instead of waiting), and kazoo's
@@ -30,10 +35,14 @@ session. Exceptions raised by callbacks propagate to whoever runs the notificati
 
 from __future__ import annotations
 
+import functools
+import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any, Literal, NamedTuple, TypeAlias
+
+from kazoo.exceptions import ConnectionLoss as KazooConnectionLoss
 
 from strandline.coordination import znodes
 from strandline.coordination.errors import (
@@ -44,6 +53,7 @@ from strandline.coordination.errors import (
 )
 from strandline.coordination.zk_ops import CreateWrite, SetWrite, ZkWrite
 from strandline.coordination.znodes import Assignment, BrokerRegistration, LeaderAndIsr
+from strandline.replication.isr_update import ZkFailure
 from strandline.storage.producer_state import (
     LATEST_PRODUCER_ID_BLOCK_ZNODE,
     ProducerIdBlock,
@@ -56,11 +66,13 @@ from strandline.types import TopicPartition
 __all__ = [
     "BadVersion",
     "CheckOp",
+    "ConnectionLoss",
     "CreateOp",
     "DeleteOp",
     "MultiFailed",
     "NoChildrenForEphemerals",
     "NoNode",
+    "ReplyFault",
     "NodeExists",
     "NotEmpty",
     "Notification",
@@ -113,6 +125,31 @@ class SessionExpired(ZkError):
     def __init__(self, session_id: int) -> None:
         self.session_id = session_id
         super().__init__("", f"session {session_id} has expired")
+
+
+class ConnectionLoss(ZkError, KazooConnectionLoss):
+    """The request's reply was lost: it may or may not have been applied. A kazoo
+    ConnectionLoss too, so code shared with the broker catches it the same way."""
+
+
+class ReplyFault(NamedTuple):
+    """A lost reply armed on a session: the request after `skip` others fails."""
+
+    skip: int = 0
+    after_apply: bool = False  # applied, then the reply is lost
+    expire: bool = False  # the session expires before the client hears anything
+
+
+def classify_sim_failure(exc: Exception) -> ZkFailure:
+    """A simulated failure as the ISR update core sees it (as
+    `coordination.errors.classify_zk_failure` does for kazoo's)."""
+    if isinstance(exc, BadVersion | ZkVersionConflictError):
+        return ZkFailure.BAD_VERSION
+    if isinstance(exc, NoNode):
+        return ZkFailure.NO_NODE
+    if isinstance(exc, SessionExpired):
+        return ZkFailure.SESSION_EXPIRED
+    return ZkFailure.CONNECTION_LOSS
 
 
 # --- stats, multi-ops, watches -----------------------------------------------------
@@ -778,6 +815,13 @@ class SimZkClient:
         self._session_id = session_id
         # As ZkClient: /controller_epoch's zkVersion after our last won election.
         self.controller_epoch_zk_version: int | None = None
+        self.fault: ReplyFault | None = None
+        # A blip: until this time, each request loses its reply with probability 1/2,
+        # drawn from the blip's own seeded generator (deterministic per schedule).
+        self.blip_until_ms = -1
+        self._blip_rng = random.Random(0)
+        self.lost_replies = 0
+        self._depth = 0  # calls in progress: a request's inner calls are not requests
         # ZkClient.connect ensures the persistent paths on every connect.
         zk.bootstrap()
 
@@ -792,6 +836,48 @@ class SimZkClient:
     def close(self) -> None:
         """End the session, as ZkClient.close does: its ephemeral znodes go at once."""
         self.zk.expire(self._session_id)
+
+    def lose_reply(self, fault: ReplyFault) -> None:
+        """Arm a lost reply for one of the next requests (replacing one armed before)."""
+        self.fault = fault
+
+    def blip(self, until_ms: int, seed: int) -> None:
+        """Cut the connection on and off until `until_ms` (shorter than the session
+        timeout: the session survives, requests lose their replies)."""
+        self.blip_until_ms = until_ms
+        self._blip_rng = random.Random(seed)
+
+    def _request(self, call: Callable[[], Any], name: str) -> Any:
+        if (
+            self._depth == 0
+            and self.fault is None
+            and self.zk.now_ms() < self.blip_until_ms
+            and self._blip_rng.random() < 0.5
+        ):
+            self.fault = ReplyFault(0, self._blip_rng.random() < 0.5)
+        fault = self.fault if self._depth == 0 else None
+        if fault is not None and fault.skip > 0:
+            self.fault = fault._replace(skip=fault.skip - 1)
+            fault = None
+        elif fault is not None:
+            self.fault = None
+        if fault is not None and not fault.after_apply:
+            self._lose(fault, name)
+        self._depth += 1
+        try:
+            result = call()
+        finally:
+            self._depth -= 1
+        if fault is not None:
+            self._lose(fault, name)
+        return result
+
+    def _lose(self, fault: ReplyFault, name: str) -> None:
+        self.lost_replies += 1
+        if fault.expire:
+            self.zk.expire(self._session_id)
+        applied = "after" if fault.after_apply else "before"
+        raise ConnectionLoss(name, f"reply lost ({applied} it was applied)")
 
     def _live(self) -> None:
         if self._session_id not in self.zk._alive:
@@ -1309,3 +1395,45 @@ class SimZkClient:
         while the znode does not exist."""
         self._live()
         return self.zk.watch_data(self._session_id, path, callback)
+
+
+# The requests a broker or controller makes that can lose their reply: every metadata
+# call of the ZkClient interface except watch registration and close.
+_LOSSY_REQUESTS = (
+    "get_live_brokers",
+    "get_all_topics",
+    "get_topic_assignment",
+    "set_topic_assignment",
+    "get_partition_state",
+    "get_partition_states",
+    "create_partition_states",
+    "update_partition_states",
+    "get_topics_marked_for_deletion",
+    "delete_topic_znodes",
+    "get_controller",
+    "get_controller_epoch",
+    "try_elect_controller",
+    "resign_controller",
+    "create_isr_change_notification",
+    "get_isr_change_notifications",
+    "delete_isr_change_notifications",
+    "children_or_none",
+    "fenced_multi",
+    "get_partition_reassignment",
+    "get_preferred_replica_election",
+    "update_partition_state",
+)
+
+
+def _lossy(name: str) -> Callable[..., Any]:
+    method = getattr(SimZkClient, name)
+
+    @functools.wraps(method)
+    def request(self: SimZkClient, *args: Any, **kwargs: Any) -> Any:
+        return self._request(lambda: method(self, *args, **kwargs), name)
+
+    return request
+
+
+for _name in _LOSSY_REQUESTS:
+    setattr(SimZkClient, _name, _lossy(_name))

@@ -7,6 +7,7 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from typer.testing import CliRunner
 
@@ -126,27 +127,53 @@ def test_reassign_partition_while_producing_with_acks_all(cluster_factory, tmp_p
     assert "moving-0" in verify.output
 
 
-def _restart_preferred_leader(cluster: LocalCluster, tp: TopicPartition) -> int:
+def metadata_isr(cluster: LocalCluster, tp: TopicPartition) -> list[int]:
+    """The ISR in the brokers' metadata: what the controller knows and propagated."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = admin.list_topics(tp.topic, timeout=10).topics[tp.topic]
+    return sorted(topic.partitions[tp.partition].isrs)
+
+
+def _restart_preferred_leader(
+    cluster: LocalCluster, tp: TopicPartition, controller_knows: bool = True
+) -> int:
     """Stop the partition's preferred leader (controlled shutdown moves leadership
-    away), start it again and wait until it is back in the ISR as a follower."""
+    away), start it again and wait until it is back in the ISR as a follower: in the
+    ISR the controller propagated, or (`controller_knows=False`) only in ZooKeeper's."""
     preferred = partition_status(cluster, tp).replicas[0]
     assert partition_status(cluster, tp).leader == preferred
     cluster.kill(preferred, "TERM")
     wait_until("leadership to move", lambda: partition_status(cluster, tp).leader != preferred)
     cluster.start(preferred)
     wait_until(
-        "the preferred replica back in the ISR",
+        "the preferred replica back in ZooKeeper's ISR",
         lambda: preferred in partition_status(cluster, tp).isr,
     )
+    if controller_knows:
+        wait_until(
+            "the controller to know the preferred replica is back in the ISR",
+            lambda: preferred in metadata_isr(cluster, tp),
+        )
     return preferred
 
 
-def test_preferred_replica_election_moves_leadership_back(cluster_factory) -> None:
-    cluster = cluster_factory(brokers=3, auto_leader_rebalance_enable="false")
+@pytest.mark.parametrize("notification_delay_ms", [0, 300])
+def test_preferred_replica_election_moves_leadership_back(
+    cluster_factory, notification_delay_ms: int
+) -> None:
+    """With the ISR change notification delayed, the election may come while the
+    controller has not heard of the rejoined replica yet (issue 29): it reads
+    ZooKeeper's partition state, so the preferred replica is elected all the same."""
+    cluster = cluster_factory(
+        brokers=3,
+        auto_leader_rebalance_enable="false",
+        isr_change_notification_delay_ms=notification_delay_ms,
+    )
     create_with_assignment(cluster, "pref", [[1, 2, 3], [2, 3, 1]])
     tp0, tp1 = TopicPartition("pref", 0), TopicPartition("pref", 1)
+    delayed = notification_delay_ms > 0
 
-    preferred = _restart_preferred_leader(cluster, tp0)
+    preferred = _restart_preferred_leader(cluster, tp0, controller_knows=not delayed)
     assert partition_status(cluster, tp0).leader != preferred  # nothing moves it back
     result = runner.invoke(
         app,
@@ -181,7 +208,7 @@ def test_preferred_replica_election_moves_leadership_back(cluster_factory) -> No
     assert "already elected" in again.output
 
     # The older path: a tool writes /admin/preferred_replica_election.
-    preferred1 = _restart_preferred_leader(cluster, tp1)
+    preferred1 = _restart_preferred_leader(cluster, tp1, controller_knows=not delayed)
     assert cluster.zk_connect is not None
     with ZkClient(cluster.zk_connect).connect() as zk:
         zk.create_preferred_replica_election([tp1])

@@ -1,0 +1,145 @@
+"""Issue 29: the leader's ISR writes under lost ZooKeeper replies, and the controller's
+preferred-replica decisions on ZooKeeper's ISR, in the whole-cluster simulator. Each
+test runs a schedule with the fix in place (no violation) and with the fix reverted
+(the explorer's checks catch it): the schedules are the explorer's shrunk finds."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from strandline.controller import procedures
+from strandline.coordination.znodes import LeaderAndIsr
+from strandline.replication import isr_update as iu
+from strandline.sim.cluster import (
+    ClusterConfig,
+    ClusterEvent,
+    ClusterSim,
+    Crash,
+    ExpireSession,
+    Fetch,
+    PauseFetcher,
+    PreferredElection,
+    Produce,
+    Restart,
+    Run,
+    Tick,
+    ZkBlip,
+)
+from strandline.sim.cluster_explore import explore, violations_of
+from strandline.sim.cluster_invariants import run_checked
+from strandline.types import TopicPartition
+
+T0 = TopicPartition("t", 0)
+
+
+def old_isr_update(
+    tp: TopicPartition,
+    leader: int,
+    leader_epoch: int,
+    controller_epoch: int,
+    zk_version: int,
+    old_isr: frozenset[int],
+    proposed_isr: frozenset[int],
+) -> Generator[iu.IsrEffect, Any, iu.IsrUpdateResult]:
+    """Fix 1 reverted: any failure of the write or of the notification reverts the
+    leader to its old ISR and keeps its zkVersion."""
+    state = LeaderAndIsr(leader, leader_epoch, tuple(sorted(proposed_isr)), controller_epoch)
+    written = yield iu.WriteIsr(tp, state, zk_version)
+    if isinstance(written, iu.ZkFailure):
+        return iu.IsrUpdateResult(iu.Outcome.FENCED, old_isr, zk_version)
+    notified = yield iu.NotifyIsrChange(tp)
+    if isinstance(notified, iu.ZkFailure):
+        return iu.IsrUpdateResult(iu.Outcome.FENCED, old_isr, zk_version)
+    return iu.IsrUpdateResult(iu.Outcome.WRITTEN, proposed_isr, written)
+
+
+def no_refresh(self: procedures.ControllerCore, tps: Any) -> procedures.Procedure:
+    """Fix 2 reverted: preferred-replica decisions on the ISR last notified."""
+    return
+    yield
+
+
+# `sim explore --cluster` with fix 1 reverted, seed 908, shrunk from 60 events: the
+# blip loses the reply to the leader's ISR expansion (or its notification), the old
+# code goes back to ISR [1] while ZooKeeper holds [0, 1].
+FIX1_CONFIG = ClusterConfig(topics=(("t", 2, 3), ("u", 1, 2)), min_insync_replicas=1)
+FIX1_SCHEDULE: list[ClusterEvent] = [
+    Produce("t", 1, "v28", True, 0),
+    Tick(),
+    ExpireSession(1),
+    ZkBlip(1, 300, 725968962),
+    Tick(),
+    Fetch(0),
+    Run(1),
+    Produce("t", 1, "v59", True, 1),
+]
+
+
+def test_lost_isr_replies_leave_zookeepers_isr_within_the_leaders() -> None:
+    assert violations_of(FIX1_CONFIG, FIX1_SCHEDULE) == []
+
+
+def test_reverting_fix_1_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(iu, "isr_update", old_isr_update)
+    found = violations_of(FIX1_CONFIG, FIX1_SCHEDULE)
+    assert found and "while ZooKeeper's ISR is [0, 1]" in found[0], found
+
+
+def test_explorer_finds_and_shrinks_fix_1_reverted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(iu, "isr_update", old_isr_update)
+    report = explore(8, seed=92, shrink_violations=1)
+    assert report.violating_schedules > 0
+    first = report.violations[0]
+    assert len(first.shrunk) <= 12
+    assert any("ZooKeeper's ISR" in v for v in violations_of(first.config, first.shrunk))
+
+
+# Seed 001's preferred election, with the preferred replica 0 rejoining the ISR while
+# the election request is already queued at the controller: the controller handles the
+# request before the ISR change notification.
+PREFERRED_CONFIG = ClusterConfig(topics=(("t", 1, 3),), min_insync_replicas=1)
+PREFERRED_SCHEDULE: list[ClusterEvent] = [
+    Produce("t", 0, "m1", True, 1),
+    Run(2),
+    Crash(0),
+    Tick(),
+    Tick(),
+    Tick(),
+    *[Run(1)] * 40,
+    Restart(0),
+    *[Run(1)] * 40,
+    PauseFetcher(0, 1000),
+    Produce("t", 0, "m2", False, 1),
+    Tick(),
+    Run(1),
+    Tick(),
+    *[Run(1)] * 25,
+    PreferredElection("t", 0),
+    Tick(),
+    Fetch(0),
+    Fetch(0),
+    *[Run(1)] * 30,
+]
+
+
+def preferred_run() -> tuple[list[str], ClusterSim]:
+    sim = ClusterSim(PREFERRED_CONFIG)
+    result = run_checked(sim, PREFERRED_SCHEDULE, stop_at_first=True, settle=False)
+    return result.violations, sim
+
+
+def test_preferred_election_decided_on_zookeepers_isr() -> None:
+    violations, sim = preferred_run()
+    assert violations == []
+    state = sim.partition_state(T0)
+    assert state is not None and state.leader == 0
+    assert sim.admin.get_preferred_replica_election() == []
+
+
+def test_reverting_fix_2_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(procedures.ControllerCore, "_refresh_states", no_refresh)
+    violations, sim = preferred_run()
+    assert violations and "preferred replica election dropped" in violations[0], violations
