@@ -760,11 +760,12 @@ def _decode_response_v12(data: bytes) -> tuple[int, FetchResponse]:
             else:
                 pos += 30
                 n, pos = read_uvarint(data, pos)
-                aborted = []
-                for _ in range(n - 1):
-                    aborted.append(_new(AbortedTransaction, _Q2(data, pos)))
-                    pos += 16
-                    pos = skip_tags(data, pos) if data[pos] else pos + 1
+                if n:  # a count of 0 in more than one byte is null too, as kio reads it
+                    aborted = []
+                    for _ in range(n - 1):
+                        aborted.append(_new(AbortedTransaction, _Q2(data, pos)))
+                        pos += 16
+                        pos = skip_tags(data, pos) if data[pos] else pos + 1
                 (preferred,) = _I32(data, pos)
                 pos += 4
                 records_size = data[pos]
