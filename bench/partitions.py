@@ -227,6 +227,7 @@ def run_case(running: Running, n: int, rf: int, plan: Plan, console: Console) ->
 STEADY_PARTITIONS = (100, 1000, 5000)
 STEADY_SERIES: tuple[tuple[str, int], ...] = (("strandline", 3), ("strandline", 1), ("tansu", 1))
 MODES = ("new topic", "steady")
+STEADY_PNG = "partitions_steady.png"
 
 
 @dataclass(frozen=True)
@@ -921,7 +922,10 @@ def main(argv: list[str] | None = None) -> int:
         "per produce request, replication round time",
     )
     parser.add_argument("--records", type=int, help="records per case (overrides the plan)")
-    parser.add_argument("--png", default=str(Path(__file__).with_name("partitions.png")))
+    parser.add_argument(
+        "--png",
+        help="where to draw (default bench/partitions.png; --steady bench/partitions_steady.png)",
+    )
     parser.add_argument("--keep", metavar="DIR", help="run clusters under DIR and keep them")
     parser.add_argument(
         "--scaling", action="store_true", help="controller and start-up timings instead"
@@ -944,6 +948,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     if args.records is not None:
         plan = Plan(args.records, plan.settle_s, plan.idle_s, plan.max_s)
+    if args.png is None:
+        args.png = str(Path(__file__).with_name(STEADY_PNG if args.steady else "partitions.png"))
     if args.steady:
         partitions = [int(p) for p in (args.partitions or STEADY_DEFAULT).split(",") if p.strip()]
         return steady_main(args, plan, partitions)

@@ -14,6 +14,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 # Run as a script (`python bench/run.py`): make the repo root importable for `bench.*`.
@@ -55,8 +56,48 @@ FULL = Plan(
 )
 QUICK = Plan(records_1k=20_000, records_100b=50_000, max_seconds=5.0, latency_seconds=2.0)
 
-# Higher is better for every metric except the latency ones.
-LOWER_IS_BETTER = ("latency",)
+# Higher is better for every metric except the latency and CPU ones.
+LOWER_IS_BETTER = ("latency", "CPU")
+
+
+def _descendants(root: int) -> list[int]:
+    """Pids of every process below `root` (brokers run as our children or grandchildren)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def broker_cpu_s() -> float:
+    """CPU seconds (user + system) of the broker processes below this one: Strandline's
+    `strandline broker` and Tansu's `tansu broker`, not ZooKeeper nor the client."""
+    total = 0.0
+    for pid in _descendants(os.getpid()):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"broker" not in argv or not any(
+                b"strandline" in a or a.endswith(b"tansu") for a in argv
+            ):
+                continue
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _sample_into(samples: list[float]) -> None:
+    samples.append(broker_cpu_s())
 
 
 def run_target(bootstrap: str, plan: Plan, console: Console) -> dict[str, float]:
@@ -67,11 +108,25 @@ def run_target(bootstrap: str, plan: Plan, console: Console) -> dict[str, float]
         for acks, acks_label in (("1", "acks=1"), ("all", "acks=all")):
             topic = f"bench-{label}-{acks}-{stamp}"
             create_topic(bootstrap, topic)
-            result = produce_throughput(bootstrap, topic, size, count, acks, plan.max_seconds)
+            cpu: list[float] = []
+            result = produce_throughput(
+                bootstrap,
+                topic,
+                size,
+                count,
+                acks,
+                plan.max_seconds,
+                on_start=partial(_sample_into, cpu),
+            )
+            # The broker's CPU for the timed records (the client is the bound at 100 B:
+            # it takes more than a core while the broker idles; this shows the broker's
+            # own cost per record).
+            per_million = (broker_cpu_s() - cpu[0]) / max(result.records, 1) * 1e6
             console.log(
                 f"produce {label} {acks_label}: {result.records} records, "
-                f"{result.mb_per_s:.1f} MB/s"
+                f"{result.mb_per_s:.1f} MB/s, broker CPU {per_million:.2f} s per M records"
             )
+            figures[f"produce {label} {acks_label} broker CPU s per M records"] = per_million
             figures[f"produce {label} {acks_label} MB/s"] = result.mb_per_s
             figures[f"produce {label} {acks_label} msgs/s"] = result.msgs_per_s
             if acks == "1":
