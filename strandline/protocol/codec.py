@@ -19,6 +19,7 @@ from kio.serial import entity_reader, entity_writer
 
 from strandline.protocol import controller_schema
 from strandline.protocol.framing import ProtocolError
+from strandline.protocol.primitives import skip_tags
 
 _HEADER_FIXED = struct.Struct(">hhih")
 
@@ -69,22 +70,6 @@ def response_type(api_key: int, version: int) -> type[Any]:
         return controller_schema.response_type(api_key, version)
 
 
-def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = 0
-    value = 0
-    while True:
-        if pos >= len(buf):
-            raise ProtocolError("truncated varint in request header")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ProtocolError("varint too long in request header")
-
-
 def parse_header(frame: bytes) -> tuple[RequestHeader, int]:
     """Parse the fixed part of a request header (v1 layout, shared by v2).
 
@@ -107,14 +92,10 @@ def parse_header(frame: bytes) -> tuple[RequestHeader, int]:
 
 
 def skip_header_tags(frame: bytes, pos: int) -> int:
-    count, pos = _read_uvarint(frame, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(frame, pos)
-        size, pos = _read_uvarint(frame, pos)
-        pos += size
-    if pos > len(frame):
-        raise ProtocolError("header tagged fields run past the end of the request")
-    return pos
+    try:
+        return skip_tags(frame, pos)
+    except IndexError as e:
+        raise ProtocolError("header tagged fields run past the end of the request") from e
 
 
 def decode_request(header: RequestHeader, frame: bytes, pos: int) -> Any:
