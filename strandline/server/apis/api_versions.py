@@ -15,6 +15,7 @@ from strandline.server.context import BrokerContext
 API_KEY = 18
 MAX_VERSION = 3
 NO_THROTTLE = datetime.timedelta(0)
+NO_THROTTLE_MS = 0  # the same, for the hand-written encoders
 
 
 def api_versions_response(version: int, error: ErrorCode = ErrorCode.none) -> Any:

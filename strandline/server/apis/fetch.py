@@ -21,6 +21,7 @@ from strandline.protocol.fetch_codec import (
     encode_fetch_response,
 )
 from strandline.security.acl import AclOperation, ResourceType
+from strandline.server.apis.api_versions import NO_THROTTLE_MS
 from strandline.server.apis.registry import FramedResponse, api
 from strandline.server.authz import authorized_names, cluster_authorized
 from strandline.server.context import BrokerContext
@@ -39,7 +40,6 @@ from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
 
 API_KEY = 1
-NO_THROTTLE_MS = 0
 
 
 @api(API_KEY, 4, 12, decode=decode_fetch_request)

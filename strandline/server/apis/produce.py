@@ -18,13 +18,13 @@ from strandline.protocol.codec import RequestHeader
 from strandline.protocol.produce_codec import decode_produce_request, encode_produce_response
 from strandline.protocol.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
 from strandline.security.acl import AclOperation, ResourceType
+from strandline.server.apis.api_versions import NO_THROTTLE_MS
 from strandline.server.apis.registry import FramedResponse, api
 from strandline.server.authz import authorized, authorized_names
 from strandline.server.context import BrokerContext
 from strandline.types import TopicPartition
 
 API_KEY = 0
-NO_THROTTLE_MS = 0
 log = logging.getLogger(__name__)
 
 
