@@ -16,6 +16,7 @@ work.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 import strandline.server.apis  # noqa: F401 - fills REGISTRY
+from strandline.cli.txn_wire import DescribeTransactionsResponseV0
 from strandline.client.admin import request
 from strandline.server.apis.registry import REGISTRY
 from tests.integration import wire
@@ -164,6 +166,27 @@ GROUP_CASES = (
     Case(42, "DELETE", lambda: request(42, 2, "DeleteGroupsRequest", groups_names=(DEL_GROUP,)),
          lambda r: ErrorCode(r.results[0].error_code), ("GROUP", DEL_GROUP),
          ("GROUP", "mx-g-other"), _G),
+    # A member the group does not have: alice, allowed, hears UNKNOWN_MEMBER_ID.
+    Case(12, "READ", lambda: request(12, 4, "HeartbeatRequest", group_id=GROUP, generation_id=1,
+                                     member_id="mx-ghost", group_instance_id=None),
+         lambda r: ErrorCode(r.error_code), ("GROUP", GROUP), ("GROUP", "mx-g-other"), _G,
+         ErrorCode.unknown_member_id),
+    Case(14, "READ", lambda: request(14, 5, "SyncGroupRequest", group_id=GROUP, generation_id=1,
+                                     member_id="mx-ghost", group_instance_id=None,
+                                     protocol_type="consumer", protocol_name="range",
+                                     assignments=()),
+         lambda r: ErrorCode(r.error_code), ("GROUP", GROUP), ("GROUP", "mx-g-other"), _G,
+         ErrorCode.unknown_member_id),
+    # v3+: the top-level error, else the member's own.
+    Case(13, "READ", lambda: request(13, 5, "LeaveGroupRequest", group_id=GROUP, members=(
+             request(13, 5, "MemberIdentity", member_id="mx-ghost", group_instance_id=None,
+                     reason=None),)),
+         lambda r: ErrorCode(r.error_code) or ErrorCode(r.members[0].error_code),
+         ("GROUP", GROUP), ("GROUP", "mx-g-other"), _G, ErrorCode.unknown_member_id),
+    Case(16, "DESCRIBE", lambda: request(16, 4, "ListGroupsRequest", states_filter=()),
+         lambda r: ErrorCode(r.error_code) or _listed(
+             GROUP in [g.group_id for g in r.groups], _G),
+         ("GROUP", GROUP), ("GROUP", "mx-g-other"), _G),
 )  # fmt: skip
 
 TOPIC_ADMIN_CASES = (
@@ -217,14 +240,97 @@ CLUSTER_CASES = (
                                       timeout=TIMEOUT, topic_partitions=(
              request(43, 2, "TopicPartitions", topic=TOPIC, partitions=(0,)),)),
          lambda r: ErrorCode(r.error_code), CLUSTER, ("TOPIC", OTHER), _C, controller=True),
+    Case(51, "ALTER", lambda: _scram_upsertion(), lambda r: ErrorCode(r.results[0].error_code),
+         CLUSTER, ("TOPIC", OTHER), _C),
+    Case(50, "DESCRIBE", lambda: request(50, 0, "DescribeUserScramCredentialsRequest",
+                                         users=None),
+         lambda r: ErrorCode(r.error_code), CLUSTER, ("TOPIC", OTHER), _C),
+    Case(35, "DESCRIBE", lambda: request(35, 4, "DescribeLogDirsRequest", topics=None),
+         lambda r: ErrorCode(r.error_code), CLUSTER, ("TOPIC", OTHER), _C),
+    # Kafka checks no ACL for DescribeCluster: everyone is answered.
+    Case(60, "DESCRIBE", lambda: request(60, 0, "DescribeClusterRequest",
+                                         include_cluster_authorized_operations=False),
+         lambda r: ErrorCode(r.error_code), CLUSTER, ("TOPIC", OTHER), ErrorCode.none),
 )  # fmt: skip
+
+# Alice's producer, from her InitProducerId: her transaction's later requests use it.
+_PRODUCER = {"id": -1, "epoch": -1}
+SCRAM_USER, TXN_TOPIC, TXN_OTHER = "mx-user", "mx-txt", ("TRANSACTIONAL_ID", "mx-tx-other")
+_T = ErrorCode.transactional_id_authorization_failed
+
+
+def _init_producer_error(r: Any) -> ErrorCode:
+    if r.error_code == ErrorCode.none:
+        _PRODUCER.update(id=int(r.producer_id), epoch=int(r.producer_epoch))
+    return ErrorCode(r.error_code)
+
+
+def _producer(key: int) -> dict[str, Any]:
+    prefix = "v3_and_below_" if key == 24 else ""
+    return {f"{prefix}transactional_id": TXN, f"{prefix}producer_id": _PRODUCER["id"],
+            f"{prefix}producer_epoch": _PRODUCER["epoch"]}  # fmt: skip
+
+
+def _scram_upsertion() -> Any:
+    salt = b"mx-salt-0123456789"
+    salted = hashlib.pbkdf2_hmac("sha256", b"mx-user-secret", salt, 4096)
+    return request(51, 0, "AlterUserScramCredentialsRequest", deletions=(), upsertions=(
+        request(51, 0, "ScramCredentialUpsertion", name=SCRAM_USER, mechanism=1,  # SHA-256
+                iterations=4096, salt=salt, salted_password=salted),))  # fmt: skip
+
+
+def _listed(present: bool, denied: ErrorCode) -> ErrorCode:
+    # Kafka answers a listing without error and leaves out what the principal may not
+    # describe: the refusal is the entry missing.
+    return ErrorCode.none if present else denied
+
 
 TXN_CASES = (
     Case(22, "WRITE", lambda: request(22, 4, "InitProducerIdRequest", transactional_id=TXN,
                                       transaction_timeout=datetime.timedelta(seconds=30),
                                       producer_id=-1, producer_epoch=-1),
-         lambda r: ErrorCode(r.error_code), ("TRANSACTIONAL_ID", TXN),
-         ("TRANSACTIONAL_ID", "mx-tx-other"), ErrorCode.transactional_id_authorization_failed),
+         _init_producer_error, ("TRANSACTIONAL_ID", TXN), TXN_OTHER, _T),
+    # Alice's transaction, in a producer's order; its topic is TXN_TOPIC (she has WRITE).
+    Case(24, "WRITE", lambda: request(24, 3, "AddPartitionsToTxnRequest", **_producer(24),
+                                      v3_and_below_topics=(
+             request(24, 3, "AddPartitionsToTxnTopic", name=TXN_TOPIC, partitions=(0,)),)),
+         lambda r: ErrorCode(r.results_by_topic_v3_and_below[0].results_by_partition[0]
+                             .partition_error_code),
+         ("TRANSACTIONAL_ID", TXN), TXN_OTHER, _T),
+    # READ on GROUP too: alice has it (OffsetCommit's row); carol is refused before.
+    Case(25, "WRITE", lambda: request(25, 3, "AddOffsetsToTxnRequest", **_producer(25),
+                                      group_id=GROUP),
+         lambda r: ErrorCode(r.error_code), ("TRANSACTIONAL_ID", TXN), TXN_OTHER, _T),
+    Case(28, "WRITE", lambda: request(28, 3, "TxnOffsetCommitRequest", **_producer(28),
+                                      group_id=GROUP, generation_id=-1, member_id="",
+                                      group_instance_id=None, topics=(
+             request(28, 3, "TxnOffsetCommitRequestTopic", name=TOPIC, partitions=(
+                 request(28, 3, "TxnOffsetCommitRequestPartition", partition_index=0,
+                         committed_offset=3, committed_leader_epoch=-1,
+                         committed_metadata=""),)),)),
+         _partition_error, ("TRANSACTIONAL_ID", TXN), TXN_OTHER, _T),
+    Case(26, "WRITE", lambda: request(26, 3, "EndTxnRequest", **_producer(26), committed=True),
+         lambda r: ErrorCode(r.error_code), ("TRANSACTIONAL_ID", TXN), TXN_OTHER, _T),
+    # kio refuses the -1 start time of a refused or Empty transaction: the CLI's reader.
+    Case(65, "DESCRIBE", lambda: (request(65, 0, "DescribeTransactionsRequest",
+                                          transactional_ids=(TXN,)),
+                                  DescribeTransactionsResponseV0),
+         lambda r: ErrorCode(r.transaction_states[0].error_code), ("TRANSACTIONAL_ID", TXN),
+         TXN_OTHER, _T),
+    Case(66, "DESCRIBE", lambda: request(66, 1, "ListTransactionsRequest", state_filters=(),
+                                         producer_id_filters=(), duration_filter=-1),
+         lambda r: ErrorCode(r.error_code) or _listed(
+             TXN in [t.transactional_id for t in r.transaction_states], _T),
+         ("TRANSACTIONAL_ID", TXN), TXN_OTHER, _T),
+    # Inter-broker: only a principal with CLUSTER_ACTION (alice) may write a marker; hers
+    # aborts a producer that never wrote to TXN_TOPIC, which Kafka accepts.
+    Case(27, "CLUSTER_ACTION", lambda: request(27, 1, "WriteTxnMarkersRequest", markers=(
+             request(27, 1, "WritableTxnMarker", producer_id=987654321, producer_epoch=0,
+                     transaction_result=False, coordinator_epoch=0, topics=(
+                 request(27, 1, "WritableTxnMarkerTopic", name=TXN_TOPIC,
+                         partition_indexes=(0,)),)),)),
+         lambda r: ErrorCode(r.markers[0].topics[0].partitions[0].error_code), CLUSTER,
+         ("TOPIC", OTHER), _C),
 )  # fmt: skip
 
 CASES = (
@@ -248,6 +354,12 @@ CASES = (
         lambda r: r.topics[0].partitions[0].error_code,
     ),
     Case(32, "DESCRIBE_CONFIGS", _describe_configs, lambda r: r.results[0].error_code),
+    Case(23, "DESCRIBE", lambda: request(23, 4, "OffsetForLeaderEpochRequest", replica_id=-1,
+                                         topics=(request(23, 4, "OffsetForLeaderTopic",
+                                                         topic=TOPIC, partitions=(
+             request(23, 4, "OffsetForLeaderPartition", partition=0, current_leader_epoch=-1,
+                     leader_epoch=0),)),)),
+         lambda r: ErrorCode(r.topics[0].partitions[0].error_code)),  # fmt: skip
     *GROUP_CASES,
     *TOPIC_ADMIN_CASES,
     *CLUSTER_CASES,
@@ -256,7 +368,6 @@ CASES = (
 
 _CONTROLLER = "inter-broker (CLUSTER_ACTION): test_controller_requests_from_clients_are_refused"
 _PRE_AUTH = "served before authentication, no ACL: test_before_authentication_*"
-_PENDING = "no matrix row yet (checked by hand against KafkaApis; see docs/security.md)"
 NOT_IN_MATRIX: dict[int, str] = {
     4: _CONTROLLER,  # LeaderAndIsr
     5: _CONTROLLER,  # StopReplica
@@ -265,7 +376,6 @@ NOT_IN_MATRIX: dict[int, str] = {
     17: _PRE_AUTH,  # SaslHandshake
     18: _PRE_AUTH,  # ApiVersions
     36: _PRE_AUTH,  # SaslAuthenticate
-    **{key: _PENDING for key in (12, 13, 14, 16, 23, 24, 25, 26, 27, 28, 35, 50, 51, 60, 65, 66)},
 }
 
 
@@ -330,6 +440,8 @@ def _state(cluster: LocalCluster) -> dict[str, Any]:
         CLUSTER_CASES[3].request(),
         *(_offset_fetch(g) for g in (GROUP, OD_GROUP, DEL_GROUP)),
     )
+    scram, txn = ask(cluster, admin_of(cluster), CLUSTER_CASES[7].request(),
+                     TXN_CASES[5].request())  # fmt: skip
     return {
         "topics": sorted(
             (str(t.name), sorted(tuple(p.replica_nodes) for p in t.partitions))
@@ -349,6 +461,11 @@ def _state(cluster: LocalCluster) -> dict[str, Any]:
                    for p in t.partitions)
             for f in fetched
         ],
+        "scram": sorted((r.user, sorted((c.mechanism, c.iterations) for c in r.credential_infos))
+                        for r in scram.results),
+        "txn": [(t.transaction_state, t.producer_id, t.producer_epoch,
+                 sorted((x.topic, tuple(x.partitions)) for x in t.topics))
+                for t in txn.transaction_states],
     }  # fmt: skip
 
 
@@ -374,6 +491,7 @@ def test_authorization_matrix(cluster_factory: ClusterFactory) -> None:
     produce(cluster, OTHER, 1)
     create_topic(cluster, DEL_TOPIC, [[1]])
     create_topic(cluster, GROW_TOPIC, [[1]])
+    create_topic(cluster, TXN_TOPIC, [[1]])
     for group in (GROUP, OD_GROUP, DEL_GROUP):
         wait_until(
             lambda g=group: (
@@ -390,6 +508,9 @@ def test_authorization_matrix(cluster_factory: ClusterFactory) -> None:
         20,
         "a transaction coordinator",
     )  # fmt: skip
+    # TXN exists before the refused requests, so that their refusal is not its absence.
+    wait_until(lambda: ask(cluster, admin_of(cluster), TXN_CASES[0].request())[0].error_code
+               == ErrorCode.none, 20, "the super user's producer")  # fmt: skip
     grants: dict[str, set[tuple[str, str, str]]] = {ALICE[0]: set(), CAROL[0]: set()}
     for case in CASES:
         grants[ALICE[0]].add((*case.resource, case.operation))
@@ -397,6 +518,8 @@ def test_authorization_matrix(cluster_factory: ClusterFactory) -> None:
     # An offset commit or delete also needs READ on the topic: both have theirs.
     grants[ALICE[0]].add(("TOPIC", TOPIC, "READ"))
     grants[CAROL[0]].add(("TOPIC", OTHER, "READ"))
+    # Alice's transaction writes to TXN_TOPIC.
+    grants[ALICE[0]].add(("TOPIC", TXN_TOPIC, "WRITE"))
     _grant(cluster, grants)
     wait_until(
         lambda: (
@@ -425,6 +548,8 @@ def test_authorization_matrix(cluster_factory: ClusterFactory) -> None:
     ]  # fmt: skip
     assert not wrong, f"(api, principal, answered, Kafka's answer): {wrong}"
     # Alice's allowed requests did their work.
+    # Her transaction (its offset of 3 for GROUP included) commits once the markers are in.
+    wait_until(lambda: _state(cluster)["txn"][0][0] == "CompleteCommit", 20, "the commit")
     after = _state(cluster)
     start, end = after["offsets"]
     assert (start, end) == (1, before["offsets"][1] + 1)
@@ -432,5 +557,7 @@ def test_authorization_matrix(cluster_factory: ClusterFactory) -> None:
     assert NEW_TOPIC in topics and DEL_TOPIC not in topics and len(topics[GROW_TOPIC]) == 2
     assert after["retention"] == ["654321"]
     assert DEL_GROUP not in after["groups"]
-    assert after["committed"][0] == [(TOPIC, 0, 2)] and after["committed"][1] == []
+    assert after["committed"][0] == [(TOPIC, 0, 3)] and after["committed"][1] == []
+    assert SCRAM_USER in [user for user, _ in after["scram"]]
+    assert SCRAM_USER not in [user for user, _ in before["scram"]]
     assert after["acls"] == before["acls"]  # alice created one ACL, then deleted it

@@ -75,13 +75,15 @@ def admin_client(cluster: LocalCluster) -> Any:
 
 
 def ask(cluster: LocalCluster, user: tuple[str, str], *requests: Any, broker: int = 1) -> list[Any]:
-    """Each request's answer, sent on one connection logged in as `user` (name, password)."""
+    """Each request's answer, sent on one connection logged in as `user` (name, password).
+    A request may be a (request, response type) pair, for a response kio can not read."""
 
     async def run() -> list[Any]:
         async with await KafkaConnection.open(
             *cluster.broker_address(broker), timeout=10, security=security_for(cluster, *user)
         ) as conn:
-            return [await conn.send(r, timeout=10) for r in requests]
+            return [await conn.send(*(r if isinstance(r, tuple) else (r,)), timeout=10)
+                    for r in requests]  # fmt: skip
 
     return asyncio.run(run())
 
