@@ -853,6 +853,9 @@ class Log:
             self._take_snapshot()
             old.on_become_inactive()
             old.flush()
+            # The recovery point passes the old segment: its batches' epochs go to disk
+            # first (appends leave the checkpoint unsynced).
+            self._sync_epoch_checkpoint()
             self.recovery_point = max(self.recovery_point, old.next_offset)
         segment = self._new_segment(new_base, now_ms)
         if segment.size:

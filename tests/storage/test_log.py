@@ -16,7 +16,7 @@ from strandline.protocol.record_batch import iter_batches
 from strandline.storage.config import LogConfig
 from strandline.storage.disk import FaultInjectingWriter
 from strandline.storage.index import Writer
-from strandline.storage.leader_epoch_cache import EpochEntry
+from strandline.storage.leader_epoch_cache import EpochEntry, parse_checkpoint
 from strandline.storage.log import Log, UnexpectedAppendOffsetError
 from strandline.types import TopicPartition
 
@@ -530,3 +530,21 @@ def test_a_stale_checkpoint_entry_past_the_recovered_data_is_dropped(tmp_path: P
     (follower.dir / "leader-epoch-checkpoint").write_text("0\n3\n1 0\n3 6\n4 40\n")
     again = open_log(tmp_path / "follower", recovery_point=0)
     assert again.leader_epoch_cache.entries == [EpochEntry(1, 0), EpochEntry(3, 6)]
+
+
+def test_a_roll_syncs_the_epoch_checkpoint_before_its_recovery_point_passes_the_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A roll moves the recovery point past the old segment (it is flushed): the epochs
+    of its batches must be on disk by then, since recovery rebuilds only from there on."""
+    leader = _leader_with_epochs(tmp_path / "leader")
+    follower = open_log(tmp_path / "follower", LogConfig(segment_bytes=200))
+    synced = _count_fsyncs(monkeypatch)
+    follower.append_as_follower(leader.read(0, 1 << 20, max_offset=6).records, now_ms=0)
+    assert synced == []  # epoch 1's entry written, not synced
+    follower.append_as_follower(leader.read(6, 1 << 20).records, now_ms=0)  # rolls
+    assert follower.num_segments > 1
+    assert follower.recovery_point >= 6
+    assert not follower._epoch_checkpoint_unsynced  # synced by the roll
+    checkpoint = parse_checkpoint((follower.dir / "leader-epoch-checkpoint").read_text())
+    assert checkpoint == follower.leader_epoch_cache.entries
