@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_VERSION := 26.3
 
-.PHONY: setup system-deps demo test lint bench clean lock
+.PHONY: setup system-deps demo test test-fast lint bench clean lock
 
 setup: system-deps $(STAMP)
 
@@ -37,8 +37,16 @@ lock:
 demo: setup
 	$(VENV)/bin/strandline demo
 
+# Every tier, spread over workers: most tests wait on brokers, ZooKeeper or Spark rather
+# than compute, so more workers than cores pays. A module stays on one worker
+# (loadfile) so its fixtures are built once.
+TEST_WORKERS ?= 4
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The pure tier only: the sans-I/O cores, codecs and storage, no processes (under 2 min).
+test-fast: setup
+	$(PY) -m pytest -q -m pure
 
 lint: setup
 	$(VENV)/bin/ruff check strandline tests bench

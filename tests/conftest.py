@@ -20,6 +20,51 @@ from strandline.coordination.zookeeper_server import ZooKeeperServer, ZooKeeperU
 if TYPE_CHECKING:
     from strandline.cli.local_cluster import LocalCluster
 
+# Tiers (pytest markers, registered in pyproject.toml). A test's tier follows from what
+# it needs, so nobody has to remember to tag it: a real ZooKeeper (and so brokers) makes
+# it `cluster`; Spark, a browser or root's network namespaces put it in their own tier;
+# the rest is `pure` and runs with `make test-fast`.
+# Modules that start brokers, a peer broker or namespaces without the fixtures below.
+_TIERS = ("pure", "cluster", "spark", "browser", "root")
+_TIER_BY_FOLDER = {"spark": "spark", "faults": "root", "chaos": "root"}
+_TIER_BY_MODULE = {
+    "test_console_browser.py": "browser",
+    "test_checker.py": "pure",
+    "test_timeline.py": "pure",
+    "test_clients_roundtrip.py": "cluster",
+    "test_connection.py": "cluster",
+    "test_listener_startup.py": "cluster",
+    "test_usage_errors.py": "cluster",
+    "test_local_cluster.py": "cluster",
+    "test_reassign_throttle.py": "cluster",
+    "test_disk_full.py": "cluster",
+    "test_idempotent_failover.py": "cluster",
+    "test_reassignment_failover.py": "cluster",
+    "test_client_groups.py": "cluster",
+    "test_kcat_group.py": "cluster",
+}
+_CLUSTER_FIXTURES = {"zookeeper", "zk_connect", "cluster_factory"}
+
+
+def tier_of(item: pytest.Item) -> str:
+    for tier in _TIERS:
+        if item.get_closest_marker(tier) is not None:
+            return tier
+    path = Path(str(item.fspath))
+    if path.name in _TIER_BY_MODULE:
+        return _TIER_BY_MODULE[path.name]
+    for folder in path.parts:
+        if folder in _TIER_BY_FOLDER:
+            return _TIER_BY_FOLDER[folder]
+    if _CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "cluster"
+    return "pure"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(getattr(pytest.mark, tier_of(item)))
+
 
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
