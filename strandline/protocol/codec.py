@@ -19,6 +19,7 @@ from kio.serial import entity_reader, entity_writer
 
 from strandline.protocol import controller_schema
 from strandline.protocol.framing import ProtocolError
+from strandline.protocol.length_check import check_lengths
 from strandline.protocol.primitives import skip_tags
 
 _HEADER_FIXED = struct.Struct(">hhih")
@@ -103,6 +104,7 @@ def decode_request(header: RequestHeader, frame: bytes, pos: int) -> Any:
     cls = request_type(header.api_key, header.api_version)
     if cls.__flexible__:
         pos = skip_header_tags(frame, pos)
+    check_lengths(cls, frame, pos)
     try:
         body, _size = entity_reader(cls)(frame, pos)
     except Exception as e:  # kio raises ValueError/KeyError/IndexError on bad input

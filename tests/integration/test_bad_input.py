@@ -282,3 +282,18 @@ def test_random_bytes_never_kill_the_broker(broker: str, topic: str) -> None:
 
         throw()
     assert_serves_normal_client(broker, topic)
+
+
+# APIs whose body opens with an array, at a flexible version: a count of ~2^32 elements
+# made kio's native reader abort the whole broker process before lengths were checked.
+@pytest.mark.parametrize(("api_key", "version"), [(3, 12), (19, 5), (32, 4), (42, 2)])
+def test_an_array_count_past_the_end_never_kills_the_broker(
+    broker: str, topic: str, api_key: int, version: int
+) -> None:
+    header = struct.pack(">hhih", api_key, version, 7, 3) + b"bad" + b"\0"
+    body = b"\xff\xff\xff\xff\x0f"  # compact count 2^32 - 2
+    with WireClient(broker) as bystander, WireClient(broker) as bad:
+        bad.send_raw(struct.pack(">i", len(header) + len(body)) + header + body)
+        assert bad.closed_by_peer()
+        assert bystander.request(wire.api_versions()).error_code == ErrorCode.none
+    assert_serves_normal_client(broker, topic)
