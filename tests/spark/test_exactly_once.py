@@ -108,11 +108,12 @@ def test_killed_driver_replays_without_duplicates(
     args = [sys.executable, str(JOB), "copy", bootstrap, source, target, str(checkpoint), master]
     env = dict(os.environ)
 
-    # Each task's 20 rows of a batch: the sink waits 80 ms after each (1.6 s), and
-    # source partition 1's rows take 100 ms each to compute first (2 s): the other task
-    # commits before this one begins, whose transaction is then open for 1.6 s.
+    # Each task's 20 rows of a batch: the sink waits 200 ms after each (4 s), and
+    # source partition 1's rows take 250 ms each to compute first (5 s): the other task
+    # commits before this one begins, whose transaction is then open for 4 s, a window
+    # wide enough to see it and kill inside it even on a loaded machine.
     job = subprocess.Popen(
-        [*args, "1", "100", "80"],
+        [*args, "1", "250", "200"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -120,7 +121,9 @@ def test_killed_driver_replays_without_duplicates(
     )
     try:
         batch = _wait_mid_batch(job, bootstrap, target, checkpoint)
-        job.send_signal(signal.SIGKILL)
+        # The whole driver at once: a JVM left behind (local mode runs the executors in
+        # it) would go on and commit the open transaction the test needs aborted.
+        _crash(job)
     finally:
         if job.poll() is None:
             job.kill()
