@@ -51,6 +51,7 @@ test-fast: setup
 lint: setup
 	$(VENV)/bin/ruff check strandline tests bench
 	$(VENV)/bin/mypy strandline
+	$(VENV)/bin/lint-imports
 
 bench: setup
 	$(PY) bench/run.py

@@ -9,6 +9,12 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 
+class ConfigError(ValueError):
+    """A broker config value is missing or malformed; the message names the key. (Not a
+    KafkaError: it stops a broker or a tool from starting, it is never a wire answer;
+    AlterConfigs refuses a bad value with InvalidConfigError.)"""
+
+
 class KafkaError(Exception):
     """Base: an error that maps onto one Kafka error code."""
 

@@ -32,8 +32,8 @@ from kio.static.constants import uuid_zero
 
 from strandline.client.connection import KafkaConnection, KafkaConnectionError
 from strandline.client.security import ClientSecurity
+from strandline.errors import ConfigError
 from strandline.protocol.messages import build, request_module
-from strandline.server.config_error import ConfigError
 from strandline.types import TopicPartition
 
 T = TypeVar("T")

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from strandline.client.admin import AdminClient, AdminError, AdminSettings, BlockingAdmin
-from strandline.protocol.record_batch import iter_batches
-from strandline.spark.fetch_client import (
+from strandline.client.fetch_client import (
     BlockingConnection,
     FetchError,
     fetch_partition,
 )
+from strandline.protocol.record_batch import iter_batches
 from strandline.storage.replica_verify import ReplicaComparison, compare_contents
 from strandline.types import DEBUGGING_REPLICA_ID, TopicPartition
 

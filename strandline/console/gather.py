@@ -31,7 +31,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kio.schema.errors import ErrorCode
 
-from strandline.cli import state_change_log as scl
+from strandline import state_change_log as scl
 from strandline.client.admin import (
     AdminClient,
     AdminError,

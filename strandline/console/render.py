@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from html import escape
 from urllib.parse import quote, urlencode
 
-from strandline.cli import state_change_log as scl
+from strandline import state_change_log as scl
 from strandline.console.gather import (
     ClusterView,
     GroupsView,
@@ -508,4 +508,4 @@ def timeline_fragment(view: TimelineView) -> str:
 def _alarming(fields: dict[str, object]) -> bool:
     event = str(fields.get("event", ""))
     # The same words the CLI's merge table paints red.
-    return any(word in event for word in scl._ALARMING)
+    return any(word in event for word in scl.ALARMING)

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import enum
+
 from kazoo.exceptions import BadVersionError, NoNodeError, SessionExpiredError
 from kio.schema.errors import ErrorCode
 
 from strandline.errors import KafkaError, TopicExistsError
-from strandline.replication.isr_update import ZkFailure
 
 __all__ = [
     "BrokerIdInUseError",
+    "ZkFailure",
     "ControllerMovedError",
     "TopicExistsError",
     "ZkVersionConflictError",
     "classify_zk_failure",
 ]
+
+
+class ZkFailure(enum.Enum):
+    """A ZooKeeper call's failure, as a shell sends it back to a sans-I/O core
+    (`replication/isr_update.py`)."""
+
+    BAD_VERSION = "BADVERSION"
+    CONNECTION_LOSS = "CONNECTIONLOSS"  # the request may or may not have been applied
+    NO_NODE = "NONODE"
+    SESSION_EXPIRED = "SESSIONEXPIRED"
 
 
 class BrokerIdInUseError(KafkaError):

@@ -34,6 +34,7 @@ from kio.schema.errors import ErrorCode
 
 from strandline.protocol.codec import skip_header_tags
 from strandline.protocol.fetch_response import Chunk
+from strandline.protocol.file_region import FileRegion
 from strandline.protocol.framing import ProtocolError
 from strandline.protocol.primitives import (
     I32,
@@ -45,7 +46,6 @@ from strandline.protocol.primitives import (
     skip_tags,
     uvarint,
 )
-from strandline.storage.file_region import FileRegion
 
 API_KEY = 1
 MIN_VERSION = 4

@@ -15,7 +15,7 @@ from typing import IO, Any, cast
 
 from kio.serial import entity_writer
 
-from strandline.storage.file_region import FileRegion
+from strandline.protocol.file_region import FileRegion
 
 Chunk = bytes | bytearray | FileRegion
 

@@ -35,6 +35,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from strandline.coordination.errors import ZkFailure
 from strandline.coordination.znodes import LeaderAndIsr
 from strandline.types import TopicPartition
 
@@ -43,15 +44,6 @@ from strandline.types import TopicPartition
 READ_ATTEMPTS = 3
 # Notification attempts within one update; after that it stays pending for the shell.
 NOTIFY_ATTEMPTS = 2
-
-
-class ZkFailure(enum.Enum):
-    """A ZooKeeper call's failure, as the shell sends it back."""
-
-    BAD_VERSION = "BADVERSION"
-    CONNECTION_LOSS = "CONNECTIONLOSS"  # the request may or may not have been applied
-    NO_NODE = "NONODE"
-    SESSION_EXPIRED = "SESSIONEXPIRED"
 
 
 @dataclass(frozen=True)

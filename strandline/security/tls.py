@@ -38,10 +38,10 @@ from pathlib import Path
 
 from cryptography import x509
 
+from strandline.errors import ConfigError
+from strandline.security.listeners import listener_prefix, listener_props
 from strandline.security.principal import ANONYMOUS, KafkaPrincipal, user
 from strandline.security.protocol import SecurityProtocol
-from strandline.server.config_error import ConfigError
-from strandline.server.listeners import listener_prefix, listener_props
 
 DEFAULT_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 DEFAULT_PRINCIPAL_MAPPING_RULES = "DEFAULT"

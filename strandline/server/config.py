@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strandline.server.config_error import ConfigError
-from strandline.server.listeners import ListenerConfig, parse_listeners
+from strandline.errors import ConfigError
+from strandline.security.listeners import ListenerConfig, parse_listeners
 
 __all__ = ["BrokerConfig", "ConfigError", "parse_properties"]
 

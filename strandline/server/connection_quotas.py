@@ -36,7 +36,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from strandline.server.config_error import ConfigError
+from strandline.errors import ConfigError
 
 UNLIMITED = 2**31 - 1  # Kafka's Int.MaxValue default for every connection limit
 DEFAULT_IDLE_MS = 600_000

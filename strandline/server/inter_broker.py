@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from strandline.client.security import ClientSecurity
+from strandline.security.listeners import listener_props
 from strandline.security.protocol import SecurityProtocol
-from strandline.server.listeners import listener_props
 
 
 def inter_broker_security(

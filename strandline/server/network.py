@@ -25,6 +25,7 @@ from strandline.protocol.codec import (
 )
 from strandline.protocol.fetch_response import Chunk, encode_chunked_response
 from strandline.protocol.framing import ProtocolError, read_frame
+from strandline.security.listeners import Listener
 from strandline.security.sasl_server import SaslSettings
 from strandline.security.tls import (
     NoMatchingRule,
@@ -42,7 +43,6 @@ from strandline.server.apis.registry import FramedResponse
 from strandline.server.config import BrokerConfig
 from strandline.server.connection_quotas import ConnectionLimits, ConnectionQuotas, IdleTracker
 from strandline.server.context import BrokerContext
-from strandline.server.listeners import Listener
 from strandline.server.metrics import RequestTiming
 from strandline.server.purgatory import REMOTE_WAITS
 from strandline.server.session import CURRENT_SESSION, Session

@@ -28,6 +28,7 @@ from strandline.errors import (
 )
 from strandline.protocol.control_batch import build_marker_batch
 from strandline.protocol.controller_requests import BrokerInfo, PartitionState
+from strandline.protocol.file_region import Records
 from strandline.replication import isr_update
 from strandline.replication.controller_fencing import leader_and_isr_state_error
 from strandline.replication.follower import FollowerState, follower_high_watermark
@@ -39,7 +40,6 @@ from strandline.server.purgatory import Purgatory
 from strandline.server.replication_throttle import ReplicationThrottle
 from strandline.state_change_log import StateChangeLog
 from strandline.storage.config import LogConfig
-from strandline.storage.file_region import Records
 from strandline.storage.log import AppendInfo, AppendOrigin, Log
 from strandline.storage.log_manager import LogManager
 from strandline.storage.producer_state import OutOfOrderSequenceError, UnknownProducerIdError

@@ -27,7 +27,7 @@ from contextvars import ContextVar
 from typing import IO, cast
 
 from strandline.protocol.fetch_response import Chunk, close_regions
-from strandline.storage.file_region import MIN_REGION_BYTES, FileRegion, TruncatedRegionError
+from strandline.protocol.file_region import MIN_REGION_BYTES, FileRegion, TruncatedRegionError
 
 # Set by the network layer, per connection: may handlers answer with FileRegions?
 SEND_REGIONS: ContextVar[bool] = ContextVar("send_regions", default=False)

@@ -49,11 +49,11 @@ from strandline.coordination.errors import (
     BrokerIdInUseError,
     ControllerMovedError,
     TopicExistsError,
+    ZkFailure,
     ZkVersionConflictError,
 )
 from strandline.coordination.zk_ops import CreateWrite, SetWrite, ZkWrite
 from strandline.coordination.znodes import Assignment, BrokerRegistration, LeaderAndIsr
-from strandline.replication.isr_update import ZkFailure
 from strandline.storage.producer_state import (
     LATEST_PRODUCER_ID_BLOCK_ZNODE,
     ProducerIdBlock,

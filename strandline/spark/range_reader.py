@@ -24,7 +24,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from strandline.spark.fetch_client import (
+from strandline.client.fetch_client import (
     FetchedRecords,
     FetchError,
     OffsetOutOfRangeError,

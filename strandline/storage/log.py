@@ -37,6 +37,7 @@ from typing import Generic, TypeVar
 
 from strandline.errors import InvalidRecordError, OffsetOutOfRangeError, StorageError
 from strandline.protocol.control_batch import EndTransactionMarker, NotAMarkerError, read_marker
+from strandline.protocol.file_region import MIN_REGION_BYTES, Records
 from strandline.protocol.record_batch import (
     CONTROL_MASK,
     TRANSACTIONAL_MASK,
@@ -50,7 +51,6 @@ from strandline.storage.cleaner import CleanedSegment, CleaningPlan, SegmentToCl
 from strandline.storage.cleaner import clean as clean_segments
 from strandline.storage.config import LONG_MAX, LogConfig
 from strandline.storage.disk import DEFAULT_WRITER
-from strandline.storage.file_region import MIN_REGION_BYTES, Records
 from strandline.storage.index import Writer
 from strandline.storage.leader_epoch_cache import (
     EpochEntry,

@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 
 from strandline.errors import CorruptRecordError
 from strandline.protocol.control_batch import EndTransactionMarker, NotAMarkerError, read_marker
+from strandline.protocol.file_region import MIN_REGION_BYTES, FileRegion, Records
 from strandline.protocol.record_batch import (
     CONTROL_MASK,
     HEADER,
@@ -28,7 +29,6 @@ from strandline.protocol.record_batch import (
     first_record_at_or_after,
     read_header,
 )
-from strandline.storage.file_region import MIN_REGION_BYTES, FileRegion, Records
 from strandline.storage.index import OffsetIndex, TimeIndex, Writer, write_fully
 from strandline.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 

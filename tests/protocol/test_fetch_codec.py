@@ -41,9 +41,9 @@ from strandline.protocol.fetch_codec import (
     encode_fetch_response,
 )
 from strandline.protocol.fetch_response import Chunk, encode_chunked_response
+from strandline.protocol.file_region import FileRegion
 from strandline.protocol.framing import ProtocolError
 from strandline.protocol.messages import build, request_module, response_class
-from strandline.storage.file_region import FileRegion
 
 FETCH = 1
 VERSIONS = range(4, 13)

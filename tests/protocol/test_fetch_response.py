@@ -14,8 +14,8 @@ from kio.schema.errors import ErrorCode
 
 from strandline.protocol.codec import encode_response
 from strandline.protocol.fetch_response import encode_chunked_response
+from strandline.protocol.file_region import FileRegion
 from strandline.protocol.messages import build, response_class
-from strandline.storage.file_region import FileRegion
 
 FETCH = 1
 

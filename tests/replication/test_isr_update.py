@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strandline.coordination.errors import ZkFailure
 from strandline.coordination.znodes import LeaderAndIsr
 from strandline.replication.isr_update import (
     IsrUpdateResult,
@@ -11,7 +12,6 @@ from strandline.replication.isr_update import (
     Outcome,
     ReadIsr,
     WriteIsr,
-    ZkFailure,
     isr_update,
     notify_again,
 )

@@ -1,16 +1,16 @@
-"""Listener configuration as Kafka validates it (strandline.server.listeners)."""
+"""Listener configuration as Kafka validates it (strandline.security.listeners)."""
 
 from __future__ import annotations
 
 import pytest
 
-from strandline.server.config import ConfigError
-from strandline.server.listeners import (
+from strandline.security.listeners import (
     Listener,
     listener_prop,
     listener_props,
     parse_listeners,
 )
+from strandline.server.config import ConfigError
 from strandline.server.session import SecurityProtocol
 
 PLAINTEXT = SecurityProtocol.PLAINTEXT

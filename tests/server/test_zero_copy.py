@@ -17,13 +17,13 @@ from kio.schema.errors import ErrorCode
 
 from strandline.protocol.controller_requests import PartitionState
 from strandline.protocol.fetch_response import Chunk, close_regions
+from strandline.protocol.file_region import FileRegion, TruncatedRegionError
 from strandline.server.apis import fetch
 from strandline.server.fetch_session import PartitionPosition
 from strandline.server.replica_manager import READ_COMMITTED, ReplicaManager
 from strandline.server.zero_copy import SEND_REGIONS, SENDFILE_MIN_BYTES, send_chunks
 from strandline.state_change_log import StateChangeLog
 from strandline.storage.config import LogConfig
-from strandline.storage.file_region import FileRegion, TruncatedRegionError
 from strandline.storage.log_manager import LogManager
 from strandline.types import TopicPartition
 from tests.storage.batches import build_batch

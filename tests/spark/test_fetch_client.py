@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from strandline.spark.fetch_client import (
+from strandline.client.fetch_client import (
     OffsetOutOfRangeError,
     PartitionClient,
     RetriableFetchError,

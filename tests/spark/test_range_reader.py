@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from strandline.spark import range_reader
-from strandline.spark.fetch_client import (
+from strandline.client.fetch_client import (
     FetchedRecords,
     OffsetOutOfRangeError,
     RetriableFetchError,
 )
+from strandline.spark import range_reader
 from strandline.spark.offsets import OffsetRange
 from strandline.spark.range_reader import DataLossError, RangeReader
 from strandline.spark.record_decoder import CONTROL_BIT

@@ -36,6 +36,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from strandline.client.connection import KafkaConnection, SaslError
+from strandline.client.fetch_client import FetchError, PartitionClient, RetriableFetchError
 from strandline.client.security import (
     ClientSecurity,
     SaslLoginError,
@@ -53,7 +54,6 @@ from strandline.security.scram import (
 )
 from strandline.security.scram import SaslAuthenticationError as ServerRefusal
 from strandline.server.session import SecurityProtocol
-from strandline.spark.fetch_client import FetchError, PartitionClient, RetriableFetchError
 from strandline.spark.options import OptionError, SinkOptions, SourceOptions
 
 from .kafka_helpers import unique_topic

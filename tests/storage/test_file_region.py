@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from strandline.storage import segment as segment_module
-from strandline.storage.config import LogConfig
-from strandline.storage.file_region import (
+from strandline.protocol.file_region import (
     MIN_REGION_BYTES,
     FileRegion,
     TruncatedRegionError,
     materialize,
 )
+from strandline.storage import segment as segment_module
+from strandline.storage.config import LogConfig
 from strandline.storage.log import Log
 from strandline.types import TopicPartition
 

@@ -20,6 +20,7 @@ from strandline.protocol.fetch_codec import (
     decode_fetch_request,
     encode_fetch_response,
 )
+from strandline.protocol.file_region import Records
 from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE_MS
 from strandline.server.apis.registry import FramedResponse, api
@@ -35,7 +36,6 @@ from strandline.server.fetch_session import (
 from strandline.server.replica_manager import ReplicaManager
 from strandline.server.session import current_session
 from strandline.server.zero_copy import SEND_REGIONS
-from strandline.storage.file_region import Records
 from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
 

@@ -21,8 +21,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from strandline.errors import ConfigError
 from strandline.security.protocol import SecurityProtocol
-from strandline.server.config_error import ConfigError
 
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 DEFAULT_PROTOCOL_MAP: dict[str, SecurityProtocol] = {p.value: p for p in SecurityProtocol}
