@@ -10,7 +10,6 @@ tools and the controller's executor; each is one or a few ZooKeeper round trips.
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -30,7 +29,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from strandline.coordination import acl_znodes, znodes
+from strandline.coordination import znodes
 from strandline.coordination.errors import (
     BrokerIdInUseError,
     ControllerMovedError,
@@ -40,7 +39,6 @@ from strandline.coordination.errors import (
 from strandline.coordination.multi_read import multi_read_async
 from strandline.coordination.zk_ops import CreateWrite, SetWrite, ZkWrite
 from strandline.coordination.znodes import Assignment, BrokerRegistration, LeaderAndIsr
-from strandline.security.acl import AccessControlEntry, ResourcePattern, ResourceType
 from strandline.storage.producer_state import (
     LATEST_PRODUCER_ID_BLOCK_ZNODE,
     ProducerIdBlock,
@@ -887,7 +885,7 @@ class ZkClient:
                 znodes.REASSIGN_PARTITIONS_PATH, znodes.encode_reassignment(reassignment)
             )
         else:
-            self._delete_quietly(znodes.REASSIGN_PARTITIONS_PATH)
+            self.delete_quietly(znodes.REASSIGN_PARTITIONS_PATH)
 
     def get_preferred_replica_election(self) -> list[TopicPartition]:
         return self._get_admin(
@@ -902,7 +900,7 @@ class ZkClient:
         )
 
     def delete_preferred_replica_election(self) -> None:
-        self._delete_quietly(znodes.PREFERRED_REPLICA_ELECTION_PATH)
+        self.delete_quietly(znodes.PREFERRED_REPLICA_ELECTION_PATH)
 
     def _get_admin(self, path: str, decode: Callable[[bytes], Any], empty: Any) -> Any:
         try:
@@ -911,7 +909,7 @@ class ZkClient:
             return empty
         return decode(data)
 
-    def _delete_quietly(self, path: str) -> None:
+    def delete_quietly(self, path: str) -> None:
         try:
             self.kazoo.delete(path)
         except NoNodeError:
@@ -950,161 +948,6 @@ class ZkClient:
             except BadVersionError:
                 continue  # lost the race: reread the block the winner wrote
             return block
-
-    # --- ACLs (Kafka's ZkAclStore; layout in acl_znodes) -------------------------------
-
-    # Conditional ACL writes retried after losing a race, before giving up (Kafka: 10,
-    # but its brokers also serialise their own writers; tools here do not).
-    ACL_UPDATE_ATTEMPTS = 30
-
-    def create_acl_paths(self) -> None:
-        """The ACL roots and change directories, as Kafka's createAclPaths."""
-        for path in acl_znodes.ACL_PATHS:
-            self.kazoo.ensure_path(path)
-
-    def get_acls(self, pattern: ResourcePattern) -> tuple[frozenset[AccessControlEntry], int]:
-        """(entries, zkVersion) of one resource pattern; (empty, -1) without a znode."""
-        try:
-            data, stat = self.kazoo.get(acl_znodes.resource_path(pattern))
-        except NoNodeError:
-            return frozenset(), -1
-        return acl_znodes.decode_acls(data), int(stat.version)
-
-    def get_all_acls(
-        self, patterns: Iterable[ResourcePattern] | None = None
-    ) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
-        """Entries of `patterns` (default: every stored pattern), pipelined reads; a
-        pattern without a znode (or with no entries) is left out."""
-        wanted = self.list_acl_patterns() if patterns is None else list(patterns)
-        pending = [(p, self.kazoo.get_async(acl_znodes.resource_path(p))) for p in wanted]
-        found: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
-        for pattern, result in pending:
-            try:
-                data, _ = result.get()
-            except NoNodeError:
-                continue
-            entries = acl_znodes.decode_acls(data)
-            if entries:
-                found[pattern] = entries
-        return found
-
-    def list_acl_patterns(self) -> list[ResourcePattern]:
-        """Every resource pattern with a znode; unknown resource-type directories are
-        ignored, as Kafka's loadAllAcls does."""
-        patterns: list[ResourcePattern] = []
-        for pattern_type in acl_znodes.STORED_PATTERN_TYPES:
-            root = acl_znodes.store_path(pattern_type)
-            try:
-                type_names = self.kazoo.get_children(root)
-            except NoNodeError:
-                continue
-            for type_name in sorted(type_names):
-                resource_type = ResourceType.from_name(type_name)
-                if resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
-                    continue
-                try:
-                    names = self.kazoo.get_children(f"{root}/{type_name}")
-                except NoNodeError:
-                    continue
-                patterns.extend(
-                    ResourcePattern(resource_type, name, pattern_type) for name in sorted(names)
-                )
-        return patterns
-
-    def add_acls(
-        self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]
-    ) -> frozenset[AccessControlEntry]:
-        """Add entries to the pattern's; returns its entries after the write."""
-        added = frozenset(entries)
-        return self.update_acls(pattern, lambda current: current | added)[1]
-
-    def remove_acls(
-        self, pattern: ResourcePattern, which: Callable[[AccessControlEntry], bool]
-    ) -> tuple[frozenset[AccessControlEntry], frozenset[AccessControlEntry]]:
-        """Remove the entries `which` selects: (the entries removed, those remaining)."""
-        before, after = self.update_acls(
-            pattern, lambda current: frozenset(e for e in current if not which(e))
-        )
-        return before - after, after
-
-    def update_acls(
-        self,
-        pattern: ResourcePattern,
-        change: Callable[[frozenset[AccessControlEntry]], frozenset[AccessControlEntry]],
-    ) -> tuple[frozenset[AccessControlEntry], frozenset[AccessControlEntry]]:
-        """Read-modify-write of one pattern's znode, conditional on the zkVersion read
-        (create if absent, delete when emptied), so concurrent writers never lose each
-        other's entries: the loser rereads and reapplies `change`. A real change is
-        announced under the change directory. Returns (before, after) of the write
-        that took effect."""
-        path = acl_znodes.resource_path(pattern)
-        for _attempt in range(self.ACL_UPDATE_ATTEMPTS):
-            current, version = self.get_acls(pattern)
-            updated = frozenset(change(current))
-            if updated == current:
-                return current, current
-            try:
-                if not updated:
-                    self.kazoo.delete(path, version=version)
-                elif version < 0:
-                    self.kazoo.create(path, acl_znodes.encode_acls(updated), makepath=True)
-                else:
-                    self.kazoo.set(path, acl_znodes.encode_acls(updated), version=version)
-            except (BadVersionError, NoNodeError, NodeExistsError):
-                # Jittered, so racing writers do not collide again in lockstep.
-                time.sleep(random.uniform(0.005, 0.05))
-                continue
-            self.create_acl_change_notification(pattern)
-            return current, updated
-        raise ZkVersionConflictError(
-            path, None, f"still contended after {self.ACL_UPDATE_ATTEMPTS} attempts"
-        )
-
-    def create_acl_change_notification(self, pattern: ResourcePattern) -> str:
-        """Persistent sequential acl_changes_<seq>; returns its name."""
-        created: str = self.kazoo.create(
-            f"{acl_znodes.change_path(pattern.pattern_type)}/{acl_znodes.ACL_CHANGE_PREFIX}",
-            acl_znodes.encode_acl_change(pattern),
-            sequence=True,
-            makepath=True,
-        )
-        return created.rsplit("/", 1)[1]
-
-    def get_acl_change_notifications(
-        self, change_dir: str, after_sequence: int = -1
-    ) -> list[acl_znodes.AclChangeNotification]:
-        """The notifications under `change_dir` (one of acl_znodes.ACL_CHANGE_PATHS) with
-        a sequence number above `after_sequence`, oldest first."""
-        try:
-            children = self.kazoo.get_children(change_dir)
-        except NoNodeError:
-            return []
-        numbered = sorted(
-            (seq, child)
-            for child in children
-            if (seq := acl_znodes.change_sequence(child)) > after_sequence
-        )
-        pending = [
-            (seq, child, self.kazoo.get_async(f"{change_dir}/{child}")) for seq, child in numbered
-        ]
-        notifications = []
-        for seq, child, result in pending:
-            try:
-                data, stat = result.get()
-            except NoNodeError:
-                continue  # purged meanwhile
-            try:
-                pattern: ResourcePattern | None = acl_znodes.decode_acl_change(change_dir, data)
-            except (ValueError, KeyError, TypeError):
-                pattern = None
-            notifications.append(
-                acl_znodes.AclChangeNotification(child, seq, pattern, int(stat.ctime))
-            )
-        return notifications
-
-    def delete_acl_change_notifications(self, change_dir: str, names: Iterable[str]) -> None:
-        for name in names:
-            self._delete_quietly(f"{change_dir}/{name}")
 
     # --- watches ---------------------------------------------------------------------
 

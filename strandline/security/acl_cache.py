@@ -23,8 +23,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from strandline.coordination import acl_znodes
 from strandline.coordination.zk_client import ZkClient
+from strandline.security import acl_znodes
 from strandline.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -33,6 +33,7 @@ from strandline.security.acl import (
     ResourcePattern,
     ResourcePatternFilter,
 )
+from strandline.security.acl_store import ZkAclStore
 from strandline.security.authorizer import Authorizer
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class AclCache:
         now_ms: Callable[[], int] = _wall_clock_ms,
     ) -> None:
         self.zk = zk
+        self.store = ZkAclStore(zk)
         self.authorizer = authorizer
         self.now_ms = now_ms
         self._lock = threading.RLock()
@@ -88,13 +90,13 @@ class AclCache:
         sequence number, which the watch (firing once when set) then applies.
         """
         with self._lock:
-            self.zk.create_acl_paths()
+            self.store.create_acl_paths()
             marks: dict[str, int] = {}
             for change_dir in acl_znodes.ACL_CHANGE_PATHS:
-                notes = self.zk.get_acl_change_notifications(change_dir)
+                notes = self.store.get_acl_change_notifications(change_dir)
                 marks[change_dir] = max((n.sequence for n in notes), default=-1)
                 self._seen[change_dir].update({n.name: n.ctime_ms for n in notes})
-            self.authorizer.replace_all(self.zk.get_all_acls())
+            self.authorizer.replace_all(self.store.get_all_acls())
             self._applied.update(marks)
             self._purge()
         if watch and not self._watches:
@@ -119,7 +121,7 @@ class AclCache:
             marks = dict(self._applied)
             seen: dict[str, dict[str, int]] = {d: {} for d in acl_znodes.ACL_CHANGE_PATHS}
             for change_dir in acl_znodes.ACL_CHANGE_PATHS:
-                for note in self.zk.get_acl_change_notifications(change_dir, marks[change_dir]):
+                for note in self.store.get_acl_change_notifications(change_dir, marks[change_dir]):
                     if note.pattern is None:
                         log.warning("ignoring undecodable ACL change %s/%s", change_dir, note.name)
                     else:
@@ -127,7 +129,7 @@ class AclCache:
                     marks[change_dir] = max(marks[change_dir], note.sequence)
                     seen[change_dir][note.name] = note.ctime_ms
             if changed:
-                fresh = self.zk.get_all_acls(changed)
+                fresh = self.store.get_all_acls(changed)
                 for pattern in changed:
                     self.authorizer.set_acls(pattern, fresh.get(pattern, frozenset()))
             self._applied = marks
@@ -141,7 +143,7 @@ class AclCache:
         for change_dir, seen in self._seen.items():
             expired = [name for name, ctime in seen.items() if ctime < cutoff]
             if expired:
-                self.zk.delete_acl_change_notifications(change_dir, expired)
+                self.store.delete_acl_change_notifications(change_dir, expired)
                 for name in expired:
                     del seen[name]
 
@@ -163,7 +165,7 @@ class AclCache:
             for pattern, indexes in by_pattern.items():
                 entries = [bindings[i].entry for i in indexes]
                 try:
-                    after = self.zk.add_acls(pattern, entries)
+                    after = self.store.add_acls(pattern, entries)
                 except Exception as e:  # noqa: BLE001 - reported per binding
                     for i in indexes:
                         results[i] = e
@@ -182,7 +184,7 @@ class AclCache:
             if not all(f.pattern_filter.matches_at_most_one for f in filters):
                 # Read the store itself, not this broker's cache, so an ACL written
                 # through another broker a moment ago is deleted too.
-                candidates.update(self.zk.list_acl_patterns())
+                candidates.update(self.store.list_acl_patterns())
                 candidates.update(self.authorizer.patterns())
             for f in filters:
                 candidates |= _patterns_of(f.pattern_filter)
@@ -200,7 +202,7 @@ class AclCache:
                     return None
 
                 try:
-                    removed, after = self.zk.remove_acls(
+                    removed, after = self.store.remove_acls(
                         pattern, lambda e: first_filter(e) is not None
                     )
                 except Exception as e:  # noqa: BLE001 - reported per binding

@@ -30,9 +30,9 @@ from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
-from strandline.coordination import acl_znodes
 from strandline.coordination.zk_client import ZkClient
 from strandline.protocol.codec import RequestHeader, encode_response
+from strandline.security import acl_znodes
 from strandline.security.acl import (
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -46,6 +46,7 @@ from strandline.security.acl import (
     ResourceType,
 )
 from strandline.security.acl_cache import CHANGE_EXPIRATION_MS, AclCache
+from strandline.security.acl_store import ZkAclStore
 from strandline.security.authorizer import Authorizer
 from strandline.security.principal import ANONYMOUS, user
 from strandline.server.apis import acls as acl_apis
@@ -92,15 +93,17 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
 
 
 def test_add_list_remove_with_kafka_layout(zk: ZkClient) -> None:
-    zk.create_acl_paths()
-    assert zk.get_acls(ORDERS) == (frozenset(), -1)
-    assert zk.add_acls(ORDERS, [ALICE_READ]) == {ALICE_READ}
-    assert zk.add_acls(ORDERS, [BOB_WRITE, ALICE_READ]) == {ALICE_READ, BOB_WRITE}
-    zk.add_acls(ORD_PREFIX, [BOB_WRITE])
+    ZkAclStore(zk).create_acl_paths()
+    assert ZkAclStore(zk).get_acls(ORDERS) == (frozenset(), -1)
+    assert ZkAclStore(zk).add_acls(ORDERS, [ALICE_READ]) == {ALICE_READ}
+    assert ZkAclStore(zk).add_acls(ORDERS, [BOB_WRITE, ALICE_READ]) == {ALICE_READ, BOB_WRITE}
+    ZkAclStore(zk).add_acls(ORD_PREFIX, [BOB_WRITE])
     cluster = ResourcePattern(ResourceType.CLUSTER, "kafka-cluster")
-    zk.add_acls(cluster, [AccessControlEntry("User:alice", "*", Op.IDEMPOTENT_WRITE, ALLOW)])
+    ZkAclStore(zk).add_acls(
+        cluster, [AccessControlEntry("User:alice", "*", Op.IDEMPOTENT_WRITE, ALLOW)]
+    )
 
-    entries, version = zk.get_acls(ORDERS)
+    entries, version = ZkAclStore(zk).get_acls(ORDERS)
     assert entries == {ALICE_READ, BOB_WRITE} and version == 1
     data, _ = zk.kazoo.get("/kafka-acl/Topic/orders")
     assert json.loads(data)["acls"][0] == {
@@ -112,33 +115,33 @@ def test_add_list_remove_with_kafka_layout(zk: ZkClient) -> None:
     assert zk.kazoo.exists("/kafka-acl-extended/prefixed/Topic/ord")
     data, _ = zk.kazoo.get("/kafka-acl/Cluster/kafka-cluster")
     assert json.loads(data)["acls"][0]["operation"] == "IdempotentWrite"
-    assert set(zk.list_acl_patterns()) == {ORDERS, ORD_PREFIX, cluster}
-    assert zk.get_all_acls() == {
+    assert set(ZkAclStore(zk).list_acl_patterns()) == {ORDERS, ORD_PREFIX, cluster}
+    assert ZkAclStore(zk).get_all_acls() == {
         ORDERS: {ALICE_READ, BOB_WRITE},
         ORD_PREFIX: {BOB_WRITE},
         cluster: {AccessControlEntry("User:alice", "*", Op.IDEMPOTENT_WRITE, ALLOW)},
     }
 
-    removed, remaining = zk.remove_acls(ORDERS, lambda e: e.principal == "User:alice")
+    removed, remaining = ZkAclStore(zk).remove_acls(ORDERS, lambda e: e.principal == "User:alice")
     assert removed == {ALICE_READ} and remaining == {BOB_WRITE}
     # Removing the last entry deletes the znode, as Kafka does.
-    removed, remaining = zk.remove_acls(ORDERS, lambda e: True)
+    removed, remaining = ZkAclStore(zk).remove_acls(ORDERS, lambda e: True)
     assert removed == {BOB_WRITE} and remaining == frozenset()
     assert not zk.kazoo.exists("/kafka-acl/Topic/orders")
-    assert zk.remove_acls(ORDERS, lambda e: True) == (frozenset(), frozenset())
+    assert ZkAclStore(zk).remove_acls(ORDERS, lambda e: True) == (frozenset(), frozenset())
 
 
 def test_each_real_change_is_announced_once(zk: ZkClient) -> None:
-    zk.add_acls(ORDERS, [ALICE_READ])
-    zk.add_acls(ORDERS, [ALICE_READ])  # no change: no notification
-    zk.add_acls(ORD_PREFIX, [BOB_WRITE])
-    zk.remove_acls(ORDERS, lambda e: True)
-    literal = zk.get_acl_change_notifications("/kafka-acl-changes")
+    ZkAclStore(zk).add_acls(ORDERS, [ALICE_READ])
+    ZkAclStore(zk).add_acls(ORDERS, [ALICE_READ])  # no change: no notification
+    ZkAclStore(zk).add_acls(ORD_PREFIX, [BOB_WRITE])
+    ZkAclStore(zk).remove_acls(ORDERS, lambda e: True)
+    literal = ZkAclStore(zk).get_acl_change_notifications("/kafka-acl-changes")
     assert [n.pattern for n in literal] == [ORDERS, ORDERS]
     assert all(n.name.startswith("acl_changes_") and len(n.name) == 22 for n in literal)
     data, _ = zk.kazoo.get(f"/kafka-acl-changes/{literal[0].name}")
     assert data == b"TOPIC:orders"
-    extended = zk.get_acl_change_notifications("/kafka-acl-extended-changes")
+    extended = ZkAclStore(zk).get_acl_change_notifications("/kafka-acl-extended-changes")
     assert [n.pattern for n in extended] == [ORD_PREFIX]
     data, _ = zk.kazoo.get(f"/kafka-acl-extended-changes/{extended[0].name}")
     assert json.loads(data) == {
@@ -147,14 +150,16 @@ def test_each_real_change_is_announced_once(zk: ZkClient) -> None:
         "name": "ord",
         "patternType": "PREFIXED",
     }
-    after_first = zk.get_acl_change_notifications("/kafka-acl-changes", literal[0].sequence)
+    after_first = ZkAclStore(zk).get_acl_change_notifications(
+        "/kafka-acl-changes", literal[0].sequence
+    )
     assert [n.name for n in after_first] == [literal[1].name]
 
 
 def test_conditional_update_survives_an_interleaved_writer(
     zk: ZkClient, other_zk: ZkClient
 ) -> None:
-    zk.add_acls(ORDERS, [ALICE_READ])
+    ZkAclStore(zk).add_acls(ORDERS, [ALICE_READ])
     calls = 0
 
     def add_deny(current: frozenset[AccessControlEntry]) -> frozenset[AccessControlEntry]:
@@ -162,14 +167,14 @@ def test_conditional_update_survives_an_interleaved_writer(
         calls += 1
         if calls == 1:
             # Another writer commits between our read and our write.
-            other_zk.add_acls(ORDERS, [BOB_WRITE])
+            ZkAclStore(other_zk).add_acls(ORDERS, [BOB_WRITE])
         return current | {AccessControlEntry("User:eve", "*", Op.ALL, DENY)}
 
-    before, after = zk.update_acls(ORDERS, add_deny)
+    before, after = ZkAclStore(zk).update_acls(ORDERS, add_deny)
     assert calls == 2
     assert before == {ALICE_READ, BOB_WRITE}
     assert (
-        zk.get_acls(ORDERS)[0]
+        ZkAclStore(zk).get_acls(ORDERS)[0]
         == after
         == before | {AccessControlEntry("User:eve", "*", Op.ALL, DENY)}
     )
@@ -186,7 +191,7 @@ def test_concurrent_writers_lose_nothing(zk_connect: str) -> None:
             start.wait()
             for j in range(per_writer):
                 principals = (f"User:w{i}", f"User:w{i}-{j}")
-                clients[i].add_acls(
+                ZkAclStore(clients[i]).add_acls(
                     ORDERS, [AccessControlEntry(p, "*", Op.READ, ALLOW) for p in principals]
                 )
         except BaseException as e:  # noqa: BLE001 - surfaced below
@@ -199,7 +204,7 @@ def test_concurrent_writers_lose_nothing(zk_connect: str) -> None:
         for t in threads:
             t.join(60)
         assert not errors, errors
-        entries, _ = clients[0].get_acls(ORDERS)
+        entries, _ = ZkAclStore(clients[0]).get_acls(ORDERS)
         expected = {f"User:w{i}" for i in range(writers)} | {
             f"User:w{i}-{j}" for i in range(writers) for j in range(per_writer)
         }
@@ -231,7 +236,7 @@ def test_reads_what_kafka_writes(zk: ZkClient) -> None:
 
 
 def test_cache_loads_then_follows_notifications(zk: ZkClient, other_zk: ZkClient) -> None:
-    other_zk.add_acls(ORDERS, [ALICE_READ])
+    ZkAclStore(other_zk).add_acls(ORDERS, [ALICE_READ])
     auth = Authorizer()
     cache = AclCache(zk, auth)
     cache.start()
@@ -240,9 +245,9 @@ def test_cache_loads_then_follows_notifications(zk: ZkClient, other_zk: ZkClient
         assert not auth.authorize(BOB, "h", Op.WRITE, TOPIC, "orders-eu")
 
         # Another broker (or a tool) writes: the watch reloads the named resources.
-        other_zk.add_acls(ORD_PREFIX, [BOB_WRITE])
+        ZkAclStore(other_zk).add_acls(ORD_PREFIX, [BOB_WRITE])
         wait_for(lambda: auth.authorize(BOB, "h", Op.WRITE, TOPIC, "orders-eu"))
-        other_zk.remove_acls(ORDERS, lambda e: True)
+        ZkAclStore(other_zk).remove_acls(ORDERS, lambda e: True)
         wait_for(lambda: not auth.entries(ORDERS))
         assert auth.patterns() == [ORD_PREFIX]
     finally:
@@ -252,14 +257,14 @@ def test_cache_loads_then_follows_notifications(zk: ZkClient, other_zk: ZkClient
 def test_process_changes_applies_each_notification_once(zk: ZkClient, other_zk: ZkClient) -> None:
     auth = Authorizer()
     cache = AclCache(zk, auth)
-    other_zk.add_acls(ORDERS, [ALICE_READ])
+    ZkAclStore(other_zk).add_acls(ORDERS, [ALICE_READ])
     cache.start(watch=False)
     # Notifications from before the load are already reflected, not replayed.
     assert cache.process_changes() == 0
     assert auth.entries(ORDERS) == {ALICE_READ}
 
-    other_zk.add_acls(ORDERS, [BOB_WRITE])
-    other_zk.add_acls(ORD_PREFIX, [BOB_WRITE])
+    ZkAclStore(other_zk).add_acls(ORDERS, [BOB_WRITE])
+    ZkAclStore(other_zk).add_acls(ORD_PREFIX, [BOB_WRITE])
     assert cache.process_changes() == 2
     assert auth.entries(ORDERS) == {ALICE_READ, BOB_WRITE}
     assert auth.entries(ORD_PREFIX) == {BOB_WRITE}
@@ -269,7 +274,7 @@ def test_process_changes_applies_each_notification_once(zk: ZkClient, other_zk: 
     other_zk.kazoo.set("/kafka-acl/Topic/orders", acl_znodes.encode_acls([BOB_WRITE]))
     assert cache.process_changes() == 0
     assert auth.entries(ORDERS) == {ALICE_READ, BOB_WRITE}
-    other_zk.create_acl_change_notification(ORDERS)
+    ZkAclStore(other_zk).create_acl_change_notification(ORDERS)
     assert cache.process_changes() == 1
     assert auth.entries(ORDERS) == {BOB_WRITE}
 
@@ -278,8 +283,8 @@ def test_expired_notifications_are_purged(zk: ZkClient, other_zk: ZkClient) -> N
     now = [int(time.time() * 1000)]
     cache = AclCache(zk, Authorizer(), now_ms=lambda: now[0])
     cache.start(watch=False)
-    other_zk.add_acls(ORDERS, [ALICE_READ])
-    other_zk.add_acls(ORD_PREFIX, [ALICE_READ])
+    ZkAclStore(other_zk).add_acls(ORDERS, [ALICE_READ])
+    ZkAclStore(other_zk).add_acls(ORD_PREFIX, [ALICE_READ])
     cache.process_changes()
     assert zk.kazoo.get_children("/kafka-acl-changes")
     now[0] += CHANGE_EXPIRATION_MS + 60_000
@@ -316,7 +321,7 @@ def test_cache_writes_update_the_local_authorizer_at_once(zk: ZkClient) -> None:
         [str(AclBinding(ORDERS, ALICE_READ)), str(AclBinding(ORD_PREFIX, BOB_WRITE))]
     )
     assert deleted[2] == []
-    assert auth.patterns() == [] and zk.list_acl_patterns() == []
+    assert auth.patterns() == [] and ZkAclStore(zk).list_acl_patterns() == []
 
 
 # --- the admin API handlers ------------------------------------------------------------
@@ -410,7 +415,7 @@ def test_handlers_create_describe_delete(zk: ZkClient) -> None:
     codes = [r.error_code for r in created.results]
     assert codes == [ErrorCode.invalid_request] * len(bad) + [ErrorCode.none] * 2
     assert "kafka-cluster" in created.results[5].error_message
-    assert zk.get_acls(ORDERS)[0] == {ALICE_READ}
+    assert ZkAclStore(zk).get_acls(ORDERS)[0] == {ALICE_READ}
     assert auth.entries(ORD_PREFIX) == {AccessControlEntry("User:alice", "*", Op.WRITE, ALLOW)}
 
     # v1 (librdkafka, kafka-python) works the same.
@@ -470,7 +475,7 @@ def test_handlers_create_describe_delete(zk: ZkClient) -> None:
     assert [(m.resource_name, int(m.operation)) for m in first.matching_acls] == [("ord", 4)]
     assert unknown.error_code == ErrorCode.invalid_request
     assert [m.resource_name for m in groups.matching_acls] == ["team"]
-    assert set(zk.list_acl_patterns()) == {ORDERS}
+    assert set(ZkAclStore(zk).list_acl_patterns()) == {ORDERS}
     assert auth.patterns() == [ORDERS]
 
 
@@ -545,7 +550,7 @@ def test_handlers_need_cluster_rights(zk: ZkClient) -> None:
     ctx = SimpleNamespace(authorizer=auth, acl_cache=cache)
     created = handle(acl_apis.create_acls, ctx, 30, 3, CreateAclsRequest(creations=(creation(),)))
     assert [r.error_code for r in created.results] == [ErrorCode.cluster_authorization_failed]
-    assert zk.get_acls(ORDERS)[0] == set()
+    assert ZkAclStore(zk).get_acls(ORDERS)[0] == set()
     deleted = handle(acl_apis.delete_acls, ctx, 31, 3, DeleteAclsRequest(filters=(any_filter(),)))
     assert [r.error_code for r in deleted.filter_results] == [
         ErrorCode.cluster_authorization_failed

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from strandline.coordination import acl_znodes
+from strandline.security import acl_znodes
 from strandline.security.acl import (
     ANY_BINDING,
     AccessControlEntry,
