@@ -5,7 +5,7 @@ to it, and sends Fetch (v4-12, the highest both sides speak) and ListOffsets req
 built from kio's classes. The Fetch response's records stay bytes: decoding them is
 `record_decoder`'s job. Errors come back as exceptions the caller can act on:
 `RetriableFetchError` (leadership moving, a broker gone: refresh and retry) and
-`OffsetOutOfRangeError`. No retry loop lives here; the range reader owns the deadline.
+`FetchOffsetOutOfRangeError`. No retry loop lives here; the range reader owns the deadline.
 
 On a secured cluster the same `kafka.*` settings as the driver's librdkafka clients
 (`ClientSecurity.from_config`) wrap each connection in TLS and log it in with SASL
@@ -59,7 +59,7 @@ class RetriableFetchError(FetchError):
     """Leadership is moving or a broker is unreachable: refresh metadata and retry."""
 
 
-class OffsetOutOfRangeError(FetchError):
+class FetchOffsetOutOfRangeError(FetchError):
     """The fetch offset is not in the leader's log (below its start or past its end)."""
 
 
@@ -79,7 +79,7 @@ def _check(error: ErrorCode, what: str) -> None:
     if error == ErrorCode.none:
         return
     if error == ErrorCode.offset_out_of_range:
-        raise OffsetOutOfRangeError(what)
+        raise FetchOffsetOutOfRangeError(what)
     if error.retriable or error in _ALSO_RETRIABLE:
         raise RetriableFetchError(f"{what}: {error.name}")
     raise FetchError(f"{what}: {error.name}")

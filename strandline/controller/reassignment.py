@@ -20,16 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kio.schema.errors import ErrorCode
-
 from strandline.controller.context import NO_LEADER, ControllerContext, Reassignment
 from strandline.controller.decisions import Election
-from strandline.errors import KafkaError, UnknownTopicOrPartitionError
+from strandline.errors import (
+    InvalidReplicaAssignmentError,
+    UnknownTopicOrPartitionError,
+)
 from strandline.types import TopicPartition
-
-
-class InvalidReplicaAssignmentError(KafkaError):
-    code = ErrorCode.invalid_replica_assignment
 
 
 @dataclass(frozen=True)

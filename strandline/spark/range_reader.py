@@ -27,7 +27,7 @@ import pyarrow as pa
 from strandline.client.fetch_client import (
     FetchedRecords,
     FetchError,
-    OffsetOutOfRangeError,
+    FetchOffsetOutOfRangeError,
     PartitionClient,
     RetriableFetchError,
 )
@@ -113,7 +113,7 @@ class RangeReader:
         while next_offset < r.end:
             try:
                 fetched = fetcher.fetch(next_offset)
-            except OffsetOutOfRangeError:
+            except FetchOffsetOutOfRangeError:
                 next_offset = self._skip_lost(fetcher, next_offset)
                 continue
             except RetriableFetchError as exc:

@@ -8,9 +8,9 @@ from kio.schema.errors import ErrorCode
 
 from strandline.controller import decisions, reassignment
 from strandline.controller.context import NO_LEADER, ControllerContext
-from strandline.controller.reassignment import InvalidReplicaAssignmentError, Reassignment
+from strandline.controller.reassignment import Reassignment
 from strandline.coordination.znodes import BrokerRegistration, LeaderAndIsr
-from strandline.errors import UnknownTopicOrPartitionError
+from strandline.errors import InvalidReplicaAssignmentError, UnknownTopicOrPartitionError
 from strandline.types import TopicPartition
 
 TP = TopicPartition("t", 0)

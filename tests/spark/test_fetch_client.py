@@ -7,7 +7,7 @@ import time
 import pytest
 
 from strandline.client.fetch_client import (
-    OffsetOutOfRangeError,
+    FetchOffsetOutOfRangeError,
     PartitionClient,
     RetriableFetchError,
 )
@@ -53,7 +53,7 @@ def test_offsets_outside_the_log_are_out_of_range(bootstrap: str) -> None:
         started = time.monotonic()
         at_end = client.fetch(3)  # the log end: nothing yet, after at most max wait
         assert at_end.records == b"" and time.monotonic() - started < 5
-        with pytest.raises(OffsetOutOfRangeError):
+        with pytest.raises(FetchOffsetOutOfRangeError):
             client.fetch(4)
         # The client is still usable after a partition error.
         assert decode_records(client.fetch(0).records, topic, 0, 0, 3).next_offset == 3

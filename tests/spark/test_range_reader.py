@@ -10,7 +10,7 @@ import pytest
 
 from strandline.client.fetch_client import (
     FetchedRecords,
-    OffsetOutOfRangeError,
+    FetchOffsetOutOfRangeError,
     RetriableFetchError,
 )
 from strandline.spark import range_reader
@@ -64,7 +64,7 @@ class FakePartition:
         if self.failures:
             raise self.failures.pop(0)
         if (offset < self.low and self.out_of_range_below_low) or offset > self.high:
-            raise OffsetOutOfRangeError(f"offset {offset}")
+            raise FetchOffsetOutOfRangeError(f"offset {offset}")
         batches = [data for _, last, data in self._batches() if last >= offset]
         return FetchedRecords(b"".join(batches[: self.per_fetch]), self.high, self.low)
 
