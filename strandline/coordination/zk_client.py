@@ -42,7 +42,6 @@ from strandline.coordination.multi_read import multi_read_async
 from strandline.coordination.zk_ops import CreateWrite, SetWrite, ZkWrite
 from strandline.coordination.znodes import Assignment, BrokerRegistration, LeaderAndIsr
 from strandline.security.acl import AccessControlEntry, ResourcePattern, ResourceType
-from strandline.topic_ids import random_topic_id
 from strandline.storage.producer_state import (
     LATEST_PRODUCER_ID_BLOCK_ZNODE,
     ProducerIdBlock,
@@ -50,6 +49,7 @@ from strandline.storage.producer_state import (
     encode_producer_id_block,
     producer_id_block,
 )
+from strandline.topic_ids import random_topic_id
 from strandline.types import TopicPartition
 
 

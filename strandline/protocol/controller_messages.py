@@ -31,7 +31,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId, TopicName
@@ -165,13 +165,14 @@ def _wire_topic_id(topic: str, topic_ids: Mapping[str, uuid.UUID] | None) -> uui
     return (topic_ids or {}).get(topic, uuid_zero)
 
 
-def _plain_topic_ids(topic_states: Iterable[object]) -> dict[str, uuid.UUID]:
-    """topic -> id of the wire topic states that carry a real (non-zero) id."""
+def _plain_topic_ids(topic_states: Iterable[Any]) -> dict[str, uuid.UUID]:
+    """topic -> id of the wire topic states that carry a real (non-zero) id (none in
+    LeaderAndIsr v4)."""
     ids: dict[str, uuid.UUID] = {}
     for t in topic_states:
         topic_id = getattr(t, "topic_id", None)
         if topic_id is not None and topic_id != uuid_zero:
-            ids[str(getattr(t, "topic_name"))] = topic_id
+            ids[str(t.topic_name)] = topic_id
     return ids
 
 
@@ -656,7 +657,9 @@ def update_metadata_request_from_wire(
         partitions=tuple(partitions),
         live_brokers=tuple(brokers),
         deleted_topics=tuple(deleted),
-        topic_ids={t: i for t, i in _plain_topic_ids(wire.topic_states).items() if t not in deleted},
+        topic_ids={
+            t: i for t, i in _plain_topic_ids(wire.topic_states).items() if t not in deleted
+        },
     )
 
 

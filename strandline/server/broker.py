@@ -399,6 +399,7 @@ class Broker:
                 list(request.partitions),
                 request.live_leaders,
                 self.now_ms(),
+                request.topic_ids,
             )
         elif isinstance(request, UpdateMetadataRequest):
             self._apply_update_metadata(request)
@@ -423,7 +424,8 @@ class Broker:
                     p.tp, p.leader, p.leader_epoch, p.replicas, p.isr, p.offline_replicas
                 )
                 for p in request.partitions
-            ]
+            ],
+            request.topic_ids,
         )
         for topic in request.deleted_topics:
             cache.remove_topic(topic)
