@@ -137,10 +137,12 @@ class ClusterChecker:
         except NoNode:
             return []
         topic_id = znodes.decode_topic_id(raw)
-        if topic_id is None:
-            return []  # created without one: the controller assigns it when it loads it
         key = (topic, incarnation)
         known = self.topic_ids.get(key)
+        if topic_id is None:
+            # Created without one, the controller assigns it when it loads it; but an
+            # id once written is never dropped (a rewrite of the assignment keeps it).
+            return [] if known is None else [f"{topic}: topic id {known} was dropped"]
         if known is None:
             self.topic_ids[key] = topic_id
             reused = [k for k, v in self.topic_ids.items() if v == topic_id and k != key]

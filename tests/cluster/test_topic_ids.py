@@ -156,9 +156,7 @@ def test_the_id_is_stable_across_failover_and_restart_and_new_for_a_recreated_to
     assert metadata_topic_id(cluster, topic, broker_bootstrap(cluster, other)) == topic_id
 
     cluster.start(controller)
-    wait_until(
-        "both brokers live", lambda: sorted(cluster.status().live_brokers) == [1, 2]
-    )
+    wait_until("both brokers live", lambda: sorted(cluster.status().live_brokers) == [1, 2])
     assert metadata_topic_id(cluster, topic, broker_bootstrap(cluster, controller)) == topic_id
     assert znode_topic_id(cluster, topic) == topic_id
     assert dir_topic_ids(cluster, controller, topic)[f"{topic}-0"] == topic_id
@@ -178,9 +176,7 @@ def test_the_controller_gives_an_id_to_a_topic_written_without_one(cluster_facto
     cluster = cluster_factory(brokers=1)
     assert cluster.zk_connect is not None
     with ZkClient(cluster.zk_connect).connect() as zk:
-        zk.kazoo.create(
-            "/brokers/topics/legacy", b'{"version":1,"partitions":{"0":[1],"1":[1]}}'
-        )
+        zk.kazoo.create("/brokers/topics/legacy", b'{"version":1,"partitions":{"0":[1],"1":[1]}}')
     assigned = wait_until("an id in the znode", lambda: znode_topic_id(cluster, "legacy"))
     wait_until("the topic in Metadata", lambda: metadata_topic_id(cluster, "legacy") == assigned)
     assert dir_topic_ids(cluster, 1, "legacy") == {"legacy-0": assigned, "legacy-1": assigned}
