@@ -12,12 +12,15 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, TopicCollection
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from strandline.cli.local_cluster import LocalCluster
 from strandline.coordination.zk_client import ZkClient
 from strandline.storage.checkpoint import PARTITION_METADATA, parse_partition_metadata
-from strandline.topic_ids import topic_id_to_str
+from strandline.topic_ids import topic_id_from_str, topic_id_to_str
+from tests.integration.wire import WireClient
 
 from .support import (
     consume_all,
@@ -216,3 +219,41 @@ def test_a_replica_of_an_older_topic_of_the_same_name_is_not_reused(cluster_fact
     assert consume_all(cluster, "reborn", 2) == {}
     segments = b"".join(f.read_bytes() for f in data.glob("reborn-*/*.log"))
     assert b"old-" not in segments
+
+
+def test_metadata_v12_finds_a_topic_by_id_and_create_partitions_keeps_it(
+    cluster_factory,
+) -> None:
+    cluster = cluster_factory(brokers=1)
+    create_topic(cluster, "byid", 1, 1)
+    topic_id = topic_id_from_str(metadata_topic_id(cluster, "byid"))
+    unknown = uuid.uuid4()
+    with WireClient(cluster.bootstrap) as client:
+        response = client.request(
+            MetadataRequest(
+                topics=(
+                    MetadataRequestTopic(topic_id=topic_id, name=None),
+                    MetadataRequestTopic(topic_id=unknown, name=None),
+                ),
+                allow_auto_topic_creation=True,
+                include_topic_authorized_operations=False,
+            )
+        )
+    found = {t.topic_id: t for t in response.topics}
+    assert found[topic_id].name == "byid" and found[topic_id].error_code == ErrorCode.none
+    assert len(found[topic_id].partitions) == 1
+    assert found[unknown].error_code == ErrorCode.unknown_topic_id
+    assert found[unknown].name is None
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_partitions([NewPartitions("byid", 3)])["byid"].result(30)
+    wait_until(
+        "3 partitions with leaders",
+        lambda: len([p for p in cluster.status().partitions if p.tp.topic == "byid"]) == 3,
+    )
+    text = topic_id_to_str(topic_id)
+    assert znode_topic_id(cluster, "byid") == text
+    wait_until(
+        "partition.metadata in every dir",
+        lambda: dir_topic_ids(cluster, 1, "byid") == {f"byid-{i}": text for i in range(3)},
+    )
