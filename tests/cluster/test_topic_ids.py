@@ -50,6 +50,16 @@ def znode_topic_id(cluster: LocalCluster, topic: str) -> str | None:
     return None if found is None else topic_id_to_str(found)
 
 
+def deletion_done(cluster: LocalCluster, topic: str) -> bool:
+    """Its znodes gone (DeleteTopics answers before, once the brokers forgot it)."""
+    assert cluster.zk_connect is not None
+    with ZkClient(cluster.zk_connect).connect() as zk:
+        return (
+            topic not in zk.get_topics_marked_for_deletion()
+            and zk.get_topic_assignment(topic) is None
+        )
+
+
 def dir_topic_ids(cluster: LocalCluster, broker_id: int, topic: str) -> dict[str, str]:
     data = cluster.broker_dir(broker_id) / "data"
     return {
@@ -87,6 +97,7 @@ def test_a_recreated_topic_with_fewer_partitions_is_noticed_by_the_producer(
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.delete_topics([topic], operation_timeout=20)[topic].result(30)
+    wait_until("the deletion to complete", lambda: deletion_done(cluster, topic))
     create_topic(cluster, topic, 3, 1)
     second_id = metadata_topic_id(cluster, topic)
     assert second_id not in (ZERO, first_id)
@@ -166,7 +177,7 @@ def test_the_id_is_stable_across_failover_and_restart_and_new_for_a_recreated_to
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.delete_topics([topic], operation_timeout=20)[topic].result(30)
-    wait_until("the znode gone", lambda: znode_topic_id(cluster, topic) is None)
+    wait_until("the deletion to complete", lambda: deletion_done(cluster, topic))
     create_topic(cluster, topic, 2, 2)
     new_id = metadata_topic_id(cluster, topic)
     assert new_id not in (ZERO, topic_id)
