@@ -57,6 +57,12 @@ class StorageError(KafkaError):
     code = ErrorCode.kafka_storage_error
 
 
+class InconsistentTopicIdError(KafkaError):
+    """A partition dir, or a request, names another id for the topic (KIP-516)."""
+
+    code = ErrorCode.inconsistent_topic_id
+
+
 class NotLeaderError(KafkaError):
     code = ErrorCode.not_leader_or_follower
 

@@ -7,6 +7,8 @@ over it live in `decisions.py`.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from strandline.coordination.znodes import BrokerRegistration, LeaderAndIsr
@@ -50,6 +52,9 @@ class ControllerContext:
     assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     partition_states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
+    # KIP-516: every live topic's id, from its znode (the controller assigns one to a
+    # topic that has none when it loads it).
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     # Topics being deleted (Kafka's TopicDeletionManager): per topic and broker, the
     # replicas whose StopReplica(delete=true) has not been answered with success yet.
     # A deleted topic's partitions leave `assignments` and `partition_states` at once,
@@ -70,6 +75,10 @@ class ControllerContext:
 
     def topics(self) -> set[str]:
         return {tp.topic for tp in self.assignments}
+
+    def topic_ids_of(self, tps: Iterable[TopicPartition]) -> dict[str, uuid.UUID]:
+        """topic -> id for the topics of `tps` that have one (requests carry these)."""
+        return {tp.topic: self.topic_ids[tp.topic] for tp in tps if tp.topic in self.topic_ids}
 
     def partitions_of(self, topic: str) -> list[TopicPartition]:
         return sorted(tp for tp in self.assignments if tp.topic == topic)
@@ -115,4 +124,5 @@ class ControllerContext:
         for tp in self.partitions_of(topic):
             self.assignments.pop(tp, None)
             self.partition_states.pop(tp, None)
+        self.topic_ids.pop(topic, None)
         self.topics_to_delete.discard(topic)

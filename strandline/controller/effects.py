@@ -10,6 +10,7 @@ shells around the same core.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,9 +170,23 @@ class ReadAssignment:
 
 
 @dataclass(frozen=True)
+class LoadTopic:
+    """-> ({partition: replicas}, topic id) of /brokers/topics/<topic>, or None. A topic
+    without an id gets a new one written to its znode first (fenced, conditional on the
+    read), as Kafka's controller does for topics created before 2.8 or by old tools;
+    the shell draws the id, so the core stays free of randomness."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
 class WriteAssignment:
+    """/brokers/topics/<topic> := `assignment`, keeping `topic_id` (None: the one the
+    znode holds)."""
+
     topic: str
     assignment: dict[int, list[int]] = field(hash=False)
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -242,6 +257,7 @@ ZkEffect = (
     | ReadLiveBrokers
     | ReadTopics
     | ReadAssignment
+    | LoadTopic
     | WriteAssignment
     | ReadPartitionStates
     | WritePartitionStates

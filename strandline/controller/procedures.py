@@ -229,9 +229,11 @@ class ControllerCore:
 
     def _load_topic(self, ctx: ControllerContext, topic: str) -> Procedure:
         """Read a topic's assignment and partition states; return partitions new to ctx."""
-        assignment = yield fx.ReadAssignment(topic)
-        if assignment is None:
+        loaded = yield fx.LoadTopic(topic)
+        if loaded is None:
             return []
+        assignment, topic_id = loaded
+        ctx.topic_ids[topic] = topic_id
         added = [
             TopicPartition(topic, p)
             for p in sorted(assignment)
@@ -665,7 +667,7 @@ class ControllerCore:
         for tp, rs in replicas.items():
             current[tp.partition] = list(rs)
             ctx.assignments[tp] = rs
-        yield fx.WriteAssignment(topic, current)
+        yield fx.WriteAssignment(topic, current, ctx.topic_ids.get(topic))
 
     def _write_reassignment_znode(self, drop: set[TopicPartition]) -> Procedure:
         """/admin/reassign_partitions := the reassignments in progress; deleted when none
@@ -780,6 +782,7 @@ class ControllerCore:
                     ctx.live_brokers[broker_id].epoch,
                     tuple(states),
                     leaders,
+                    topic_ids=ctx.topic_ids_of(s.tp for s in states),
                 ),
             )
 
@@ -806,5 +809,6 @@ class ControllerCore:
                     states,
                     brokers,
                     deleted_topics,
+                    topic_ids=ctx.topic_ids_of(s.tp for s in states),
                 ),
             )

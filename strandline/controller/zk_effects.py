@@ -10,6 +10,7 @@ writes for the same effects.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
@@ -36,6 +37,10 @@ class ControllerZk(Protocol):
     def get_live_brokers(self) -> dict[int, BrokerRegistration]: ...
     def get_all_topics(self) -> list[str]: ...
     def get_topic_assignment(self, name: str) -> dict[int, list[int]] | None: ...
+    def get_topic_znode(
+        self, name: str
+    ) -> tuple[dict[int, list[int]], uuid.UUID | None, int] | None: ...
+    def new_topic_id(self, name: str) -> uuid.UUID: ...
     def get_partition_states(
         self, tps: Iterable[TopicPartition]
     ) -> dict[TopicPartition, tuple[LeaderAndIsr, int]]: ...
@@ -70,9 +75,19 @@ def perform(effect: fx.ZkEffect, zk: ControllerZk) -> Any:
             return zk.get_all_topics()
         case fx.ReadAssignment(topic):
             return zk.get_topic_assignment(topic)
-        case fx.WriteAssignment(topic, assignment):
-            data = znodes.encode_topic_assignment(assignment)
-            return _fenced(zk, lambda: [SetWrite(znodes.topic_path(topic), data)])
+        case fx.LoadTopic(topic):
+            return _load_topic(zk, topic)
+        case fx.WriteAssignment(topic, assignment, topic_id):
+            path = znodes.topic_path(topic)
+
+            def write() -> list[ZkWrite]:
+                known = topic_id
+                if known is None:  # keep whatever id the znode holds
+                    found = zk.get_topic_znode(topic)
+                    known = None if found is None else found[1]
+                return [SetWrite(path, znodes.encode_topic_assignment(assignment, known))]
+
+            return _fenced(zk, write)
         case fx.ReadPartitionStates(tps):
             return zk.get_partition_states(tps)
         case fx.WritePartitionStates(creates, updates):
@@ -137,6 +152,31 @@ def perform(effect: fx.ZkEffect, zk: ControllerZk) -> Any:
                 ],
             )
     raise TypeError(f"not a ZooKeeper effect: {effect!r}")
+
+
+def _load_topic(
+    zk: ControllerZk, topic: str
+) -> tuple[dict[int, list[int]], uuid.UUID] | None:
+    """The topic's assignment and id; one without an id gets a new one, written
+    conditionally on the version read (a tool rewriting the znode meanwhile means
+    reading again) and fenced by our controller epoch (KafkaController's setTopicIds)."""
+    for attempt in range(3):
+        found = zk.get_topic_znode(topic)
+        if found is None:
+            return None
+        assignment, topic_id, version = found
+        if topic_id is not None:
+            return assignment, topic_id
+        new_id = zk.new_topic_id(topic)
+        data = znodes.encode_topic_assignment(assignment, new_id)
+        try:
+            zk.fenced_multi([SetWrite(znodes.topic_path(topic), data, version)])
+        except ZkVersionConflictError:
+            if attempt == 2:
+                raise
+            continue
+        return assignment, new_id
+    return None
 
 
 def _elect(zk: ControllerZk, broker_id: int) -> int | None:

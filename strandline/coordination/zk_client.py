@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ from strandline.storage.producer_state import (
     encode_producer_id_block,
     producer_id_block,
 )
+from strandline.topic_ids import random_topic_id
 from strandline.types import TopicPartition
 
 
@@ -229,19 +231,32 @@ class ZkClient:
     # --- topics ----------------------------------------------------------------------
 
     def create_topic(
-        self, name: str, assignment: Assignment, config: dict[str, str] | None = None
-    ) -> None:
-        """Write the topic's config, then its assignment (Kafka's order: a watcher that
-        sees the topic can already read its config)."""
+        self,
+        name: str,
+        assignment: Assignment,
+        config: dict[str, str] | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> uuid.UUID:
+        """Write the topic's config, then its assignment with a new topic id (Kafka's
+        order: a watcher that sees the topic can already read its config). Returns the
+        id."""
         if self.kazoo.exists(znodes.topic_path(name)):
             raise TopicExistsError(f"Topic '{name}' already exists.")
         self._set_or_create(
             znodes.topic_config_path(name), znodes.encode_topic_config(config or {})
         )
+        topic_id = topic_id or random_topic_id()
         try:
-            self.kazoo.create(znodes.topic_path(name), znodes.encode_topic_assignment(assignment))
+            self.kazoo.create(
+                znodes.topic_path(name), znodes.encode_topic_assignment(assignment, topic_id)
+            )
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{name}' already exists.") from None
+        return topic_id
+
+    def new_topic_id(self, name: str) -> uuid.UUID:
+        """An id for a topic that has none (the controller's ControllerZk hook)."""
+        return random_topic_id()
 
     def get_all_topics(self) -> list[str]:
         return sorted(self.kazoo.get_children(znodes.BROKER_TOPICS_PATH))
@@ -253,16 +268,33 @@ class ZkClient:
             return None
         return znodes.decode_topic_assignment(data)
 
+    def get_topic_znode(self, name: str) -> tuple[Assignment, uuid.UUID | None, int] | None:
+        """(assignment, topic id or None, zkVersion) of /brokers/topics/<name>."""
+        try:
+            data, stat = self.kazoo.get(znodes.topic_path(name))
+        except NoNodeError:
+            return None
+        return znodes.decode_topic_assignment(data), znodes.decode_topic_id(data), stat.version
+
+    def get_topic_id(self, name: str) -> uuid.UUID | None:
+        found = self.get_topic_znode(name)
+        return None if found is None else found[1]
+
     def set_topic_assignment(
         self, name: str, assignment: Assignment, expected_version: int = -1
     ) -> int:
+        """Rewrite the assignment, keeping the znode's topic id (read first; without an
+        expected version, the write is conditional on that read)."""
         path = znodes.topic_path(name)
+        data, stat = self.kazoo.get(path)
+        topic_id = znodes.decode_topic_id(data)
+        version = stat.version if expected_version == -1 else expected_version
         try:
             stat = self.kazoo.set(
-                path, znodes.encode_topic_assignment(assignment), expected_version
+                path, znodes.encode_topic_assignment(assignment, topic_id), version
             )
         except BadVersionError:
-            raise ZkVersionConflictError(path, expected_version) from None
+            raise ZkVersionConflictError(path, version) from None
         return int(stat.version)
 
     def get_topic_config(self, name: str) -> dict[str, str]:

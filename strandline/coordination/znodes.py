@@ -8,10 +8,12 @@ Kafka (and seed 003's examples) write, ignoring fields it does not know.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote_plus
 
+from strandline.topic_ids import topic_id_from_str, topic_id_to_str
 from strandline.types import TopicPartition
 
 # Persistent parents Kafka creates at start-up (KafkaZkClient.createTopLevelPaths).
@@ -177,18 +179,33 @@ def decode_broker_registration(broker_id: int, data: bytes, epoch: int = -1) -> 
 Assignment = dict[int, list[int]]
 
 
-def encode_topic_assignment(assignment: Assignment) -> bytes:
-    return _dumps(
-        {
-            "version": 1,
-            "partitions": {str(p): list(replicas) for p, replicas in sorted(assignment.items())},
-        }
-    )
+# Kafka 2.8+ (TopicZNode.encode) writes version 3: the topic id and the (here always
+# empty) adding/removing replica maps of KIP-455.
+TOPIC_ZNODE_VERSION = 3
+
+
+def encode_topic_assignment(assignment: Assignment, topic_id: uuid.UUID | None = None) -> bytes:
+    obj: dict[str, Any] = {
+        "version": TOPIC_ZNODE_VERSION,
+        "partitions": {str(p): list(replicas) for p, replicas in sorted(assignment.items())},
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }
+    if topic_id is not None:
+        obj["topic_id"] = topic_id_to_str(topic_id)
+    return _dumps(obj)
 
 
 def decode_topic_assignment(data: bytes) -> Assignment:
     obj = _loads(data)
     return {int(p): [int(r) for r in replicas] for p, replicas in obj["partitions"].items()}
+
+
+def decode_topic_id(data: bytes) -> uuid.UUID | None:
+    """The znode's `topic_id`, None when it has none (written before Kafka 2.8, or by a
+    tool that does not set one; the controller then assigns one)."""
+    text = _loads(data).get("topic_id")
+    return None if text is None else topic_id_from_str(str(text))
 
 
 # --- /brokers/topics/<topic>/partitions/<p>/state ----------------------------------

@@ -9,11 +9,11 @@ top-level error code plus per-partition error codes) and of ControlledShutdown, 
 `requests.py` does not carry.
 
 What the wire carries and the plain form does not (and how it is filled in):
-- topic ids (LeaderAndIsr v5+, UpdateMetadata v7): Strandline assigns none yet, so the
-  zero UUID is sent unless the caller passes `topic_ids`. Kafka treats the zero UUID as
-  "no id". A LeaderAndIsr v5+ *response* names topics only by id, so decoding one
-  needs `topic_names`; until topics have real ids use LeaderAndIsr v4, whose response
-  names topics (that is why `DEFAULT_VERSIONS` picks v4).
+- topic ids (LeaderAndIsr v5+, UpdateMetadata v7): the plain requests carry them in
+  `topic_ids` (topic -> id); a topic without one goes out as the zero UUID, which
+  Kafka treats as "no id", and a zero id read from the wire is left out. A
+  LeaderAndIsr v5+ *response* names topics only by id, so decoding one needs
+  `topic_names` (from `leader_and_isr_topic_ids` of the request).
 - StopReplica v3 per-partition leader epochs: unless given, -2 (EpochDuringDelete)
   for a delete and -1 (NoEpoch) otherwise, the sentinels Kafka's controller sends and
   that make the broker skip its epoch check.
@@ -31,7 +31,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId, TopicName
@@ -79,10 +79,10 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
 DEFAULT_LISTENER = "PLAINTEXT"
 
-# The version each API is sent at between Strandline brokers (see the module docstring
-# for why LeaderAndIsr is v4 while topics have no ids).
+# The version each API is sent at between Strandline brokers: LeaderAndIsr v5 is the
+# first to carry topic ids (KIP-516), as Kafka 2.8+'s ZooKeeper controller sends it.
 DEFAULT_VERSIONS: dict[int, int] = {
-    LEADER_AND_ISR: 4,
+    LEADER_AND_ISR: 5,
     STOP_REPLICA: 3,
     UPDATE_METADATA: 7,
     CONTROLLED_SHUTDOWN: 3,
@@ -165,6 +165,17 @@ def _wire_topic_id(topic: str, topic_ids: Mapping[str, uuid.UUID] | None) -> uui
     return (topic_ids or {}).get(topic, uuid_zero)
 
 
+def _plain_topic_ids(topic_states: Iterable[Any]) -> dict[str, uuid.UUID]:
+    """topic -> id of the wire topic states that carry a real (non-zero) id (none in
+    LeaderAndIsr v4)."""
+    ids: dict[str, uuid.UUID] = {}
+    for t in topic_states:
+        topic_id = getattr(t, "topic_id", None)
+        if topic_id is not None and topic_id != uuid_zero:
+            ids[str(t.topic_name)] = topic_id
+    return ids
+
+
 def _topic_name_for_id(topic_id: uuid.UUID | None, topic_names: Mapping[uuid.UUID, str]) -> str:
     key = uuid_zero if topic_id is None else topic_id
     try:
@@ -172,7 +183,7 @@ def _topic_name_for_id(topic_id: uuid.UUID | None, topic_names: Mapping[uuid.UUI
     except KeyError:
         raise InvalidRequestError(
             f"LeaderAndIsr response names unknown topic id {key}; "
-            "use LeaderAndIsr v4 while topics have no ids"
+            "the request did not name it"
         ) from None
 
 
@@ -185,7 +196,10 @@ def leader_and_isr_request_to_wire(
     *,
     topic_ids: Mapping[str, uuid.UUID] | None = None,
 ) -> WireLeaderAndIsrRequest:
-    """The wire form of `request` at `version` (4, 5 or 6)."""
+    """The wire form of `request` at `version` (4, 5 or 6); `topic_ids` overrides the
+    request's own."""
+    if topic_ids is None:
+        topic_ids = request.topic_ids
     by_topic: dict[str, list[PartitionState]] = {}
     for state in request.partitions:
         by_topic.setdefault(state.tp.topic, []).append(state)
@@ -312,6 +326,7 @@ def leader_and_isr_request_from_wire(wire: WireLeaderAndIsrRequest) -> LeaderAnd
             BrokerInfo(broker_id=b.broker_id, host=b.host_name, port=b.port, rack=None)
             for b in wire.live_leaders
         ),
+        topic_ids=_plain_topic_ids(wire.topic_states),
     )
 
 
@@ -516,6 +531,8 @@ def update_metadata_request_to_wire(
     listener: str = DEFAULT_LISTENER,
     security_protocol: int = PLAINTEXT_SECURITY_PROTOCOL,
 ) -> update_metadata_v7.UpdateMetadataRequest:
+    if topic_ids is None:
+        topic_ids = request.topic_ids
     by_topic: dict[str, list[PartitionState]] = {}
     for state in request.partitions:
         by_topic.setdefault(state.tp.topic, []).append(state)
@@ -640,6 +657,9 @@ def update_metadata_request_from_wire(
         partitions=tuple(partitions),
         live_brokers=tuple(brokers),
         deleted_topics=tuple(deleted),
+        topic_ids={
+            t: i for t, i in _plain_topic_ids(wire.topic_states).items() if t not in deleted
+        },
     )
 
 

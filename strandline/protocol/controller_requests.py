@@ -6,7 +6,9 @@ broker, over the wire as API keys 4-6 to others) and each broker applies them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from strandline.types import TopicPartition
 
@@ -66,6 +68,8 @@ class LeaderAndIsrRequest:
     broker_epoch: int  # the receiving broker's epoch the controller knows (KIP-380)
     partitions: tuple[PartitionState, ...]
     live_leaders: tuple[BrokerInfo, ...]
+    # KIP-516: topic -> id for the topics of `partitions` (v5+ on the wire).
+    topic_ids: Mapping[str, uuid.UUID] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class UpdateMetadataRequest:
     partitions: tuple[PartitionState, ...]
     live_brokers: tuple[BrokerInfo, ...]
     deleted_topics: tuple[str, ...] = ()
+    topic_ids: Mapping[str, uuid.UUID] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)

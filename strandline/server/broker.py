@@ -120,19 +120,23 @@ class Broker:
         return clock.now_ms()
 
     def _delete_stray_logs(self) -> list[TopicPartition]:
-        """Logs on disk whose partition ZooKeeper no longer assigns to this broker. A topic
+        """Logs on disk whose partition ZooKeeper no longer assigns to this broker, or
+        whose `partition.metadata` names another topic id than the topic's znode (a
+        replica of a deleted topic, the name since created again: KIP-516). A topic
         still marked for deletion keeps its znodes, so its replicas stay for the
         controller's StopReplica (which completes the deletion)."""
-        assignments = {
-            topic: self.zk.get_topic_assignment(topic)
-            for topic in {tp.topic for tp in self.log_manager.all_logs()}
-        }
+        logs = self.log_manager.all_logs()
+        znodes = {topic: self.zk.get_topic_znode(topic) for topic in {tp.topic for tp in logs}}
 
         def is_hosted(tp: TopicPartition) -> bool:
-            assignment = assignments[tp.topic]
-            return assignment is not None and self.config.broker_id in assignment.get(
-                tp.partition, ()
-            )
+            found = znodes[tp.topic]
+            if found is None:
+                return False
+            assignment, topic_id, _ = found
+            dir_id = logs[tp].topic_id
+            if topic_id is not None and dir_id is not None and dir_id != topic_id:
+                return False
+            return self.config.broker_id in assignment.get(tp.partition, ())
 
         return self.log_manager.delete_stray_logs(is_hosted)
 
@@ -399,6 +403,7 @@ class Broker:
                 list(request.partitions),
                 request.live_leaders,
                 self.now_ms(),
+                request.topic_ids,
             )
         elif isinstance(request, UpdateMetadataRequest):
             self._apply_update_metadata(request)
@@ -423,7 +428,8 @@ class Broker:
                     p.tp, p.leader, p.leader_epoch, p.replicas, p.isr, p.offline_replicas
                 )
                 for p in request.partitions
-            ]
+            ],
+            request.topic_ids,
         )
         for topic in request.deleted_topics:
             cache.remove_topic(topic)

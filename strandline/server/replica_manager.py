@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-from collections.abc import Awaitable, Callable, Generator
+import uuid
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -19,6 +20,7 @@ from typing import Any, NamedTuple
 from kio.schema.errors import ErrorCode
 
 from strandline.errors import (
+    InconsistentTopicIdError,
     KafkaError,
     NotEnoughReplicasError,
     NotLeaderError,
@@ -44,6 +46,7 @@ from strandline.storage.log import AppendInfo, AppendOrigin, Log
 from strandline.storage.log_manager import LogManager
 from strandline.storage.producer_state import OutOfOrderSequenceError, UnknownProducerIdError
 from strandline.storage.txn_index import AbortedTxn
+from strandline.topic_ids import topic_id_to_str
 from strandline.types import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -180,7 +183,11 @@ class ReplicaManager:
         self.storage_failures: dict[TopicPartition, StorageFailure] = {}
         # LeaderAndIsr states whose log could not be created (full disk), retried by
         # `retry_unopened` until space returns or a newer state replaces them.
-        self.unopened: dict[TopicPartition, tuple[int, PartitionState, tuple[BrokerInfo, ...]]] = {}
+        # Also those whose dir held a stale replica of a deleted topic of the same name
+        # (another topic id): that dir is deleted and the retry creates a fresh log.
+        self.unopened: dict[
+            TopicPartition, tuple[int, PartitionState, tuple[BrokerInfo, ...], uuid.UUID | None]
+        ] = {}
         self._checkpoint_failing = False
         # Set by the broker: start/stop replica fetchers for follower partitions.
         self.on_become_follower: Callable[[dict[TopicPartition, BrokerInfo]], None] = lambda _p: (
@@ -199,11 +206,16 @@ class ReplicaManager:
         states: list[PartitionState],
         live_leaders: tuple[BrokerInfo, ...],
         now_ms: int,
+        topic_ids: Mapping[str, uuid.UUID] | None = None,
     ) -> dict[TopicPartition, ErrorCode]:
         """Apply LeaderAndIsr partition states; a state whose leader epoch is not newer
-        than the one we hold is ignored (a stale controller decision)."""
+        than the one we hold is ignored (a stale controller decision). `topic_ids` are
+        the request's (KIP-516): each partition's dir records its topic's id, and a dir
+        of another id is a stale replica that is not reused."""
         self.controller_epoch = max(self.controller_epoch, controller_epoch)
         results: dict[TopicPartition, ErrorCode] = {}
+        ids = topic_ids or {}
+        states = self._drop_stale_replicas(controller_epoch, states, live_leaders, ids, results)
         hws = self.log_manager.read_high_watermarks()
         leaders = {b.broker_id: b for b in live_leaders}
         new_followers: dict[TopicPartition, BrokerInfo] = {}
@@ -252,7 +264,12 @@ class ReplicaManager:
                     # One partition's log dir refusing must not fail the whole request
                     # (a controller applying it locally would abort its event half-way):
                     # answer KAFKA_STORAGE_ERROR for it and try again when space returns.
-                    self.unopened[state.tp] = (controller_epoch, state, live_leaders)
+                    self.unopened[state.tp] = (
+                        controller_epoch,
+                        state,
+                        live_leaders,
+                        ids.get(state.tp.topic),
+                    )
                     if not retrying:  # one line per failure, not one per retry
                         self.state_change_log.record(
                             "log-create-failed", tp=state.tp, leader=state.leader, error=str(e)
@@ -270,6 +287,14 @@ class ReplicaManager:
             hosted.zk_version = state.zk_version
             hosted.min_insync_replicas = config.min_insync_replicas
             accepted.append((state, hosted))
+        self._record_topic_ids(
+            [
+                (hosted, topic_id)
+                for state, hosted in accepted
+                if (topic_id := ids.get(state.tp.topic)) is not None
+                and hosted.log.topic_id != topic_id
+            ]
+        )
         self._start_leader_epochs([h for s, h in accepted if s.leader == self.broker_id])
         for state, hosted in accepted:
             if state.leader == self.broker_id:
@@ -304,20 +329,97 @@ class ReplicaManager:
             self.on_become_follower(new_followers)
         return results
 
+    def _drop_stale_replicas(
+        self,
+        controller_epoch: int,
+        states: list[PartitionState],
+        live_leaders: tuple[BrokerInfo, ...],
+        topic_ids: Mapping[str, uuid.UUID],
+        results: dict[TopicPartition, ErrorCode],
+    ) -> list[PartitionState]:
+        """The states left once those whose dir holds another topic id are answered
+        INCONSISTENT_TOPIC_ID (Kafka's answer): such a dir is a replica of a deleted
+        topic of the same name that this broker never got to delete. It is deleted now,
+        as a stray log is at start-up, and the state is retried with a fresh log on the
+        next tick (`retry_unopened`), so the replica comes back empty and catches up."""
+        kept: list[PartitionState] = []
+        for state in states:
+            topic_id = topic_ids.get(state.tp.topic)
+            log = self.log_manager.get_log(state.tp)
+            if (
+                topic_id is None
+                or log is None
+                or log.topic_id is None
+                or log.topic_id == topic_id
+                or self.broker_id not in state.replicas
+            ):
+                kept.append(state)
+                continue
+            # Requests that got here passed the controller-epoch fence, and one
+            # controller's requests to a broker arrive in order: the request's id is the
+            # controller's current one, so the dir is the stale side.
+            hosted = self.partitions.get(state.tp)
+            self.state_change_log.record(
+                "inconsistent-topic-id",
+                tp=state.tp,
+                topic_id=topic_id_to_str(topic_id),
+                dir_topic_id=topic_id_to_str(log.topic_id),
+                action="stale replica deleted",
+            )
+            if hosted is not None:
+                self.stop_replica(state.tp, delete=True)
+            else:
+                self.log_manager.delete_log(state.tp)
+            results[state.tp] = ErrorCode.inconsistent_topic_id
+            self.unopened[state.tp] = (controller_epoch, state, live_leaders, topic_id)
+        return kept
+
     def retry_unopened(self, now_ms: int) -> None:
         """Apply again the LeaderAndIsr states whose log could not be created."""
         pending, self.unopened = self.unopened, {}
         # One call per LeaderAndIsr they came in, not one per partition: each call reads
         # the high-watermark checkpoint, and thousands may wait (issue 14).
         batches: dict[tuple[int, tuple[BrokerInfo, ...]], list[PartitionState]] = {}
-        for controller_epoch, state, live_leaders in pending.values():
+        ids: dict[str, uuid.UUID] = {}
+        for controller_epoch, state, live_leaders, topic_id in pending.values():
             if state.tp not in self.partitions:
                 batches.setdefault((controller_epoch, live_leaders), []).append(state)
+                if topic_id is not None:
+                    ids[state.tp.topic] = topic_id
         for (controller_epoch, live_leaders), states in batches.items():
-            results = self.become_leader_or_follower(controller_epoch, states, live_leaders, now_ms)
+            results = self.become_leader_or_follower(
+                controller_epoch, states, live_leaders, now_ms, ids
+            )
             for state in states:
                 if results.get(state.tp) == ErrorCode.none:
                     self.state_change_log.record("log-created-after-failure", tp=state.tp)
+
+    def _record_topic_ids(self, pending: list[tuple[HostedPartition, uuid.UUID]]) -> None:
+        """Write `partition.metadata` for the dirs that have none yet, side by side (a
+        new topic of thousands of partitions: one fsync after another took seconds).
+        A failed write is logged and tried again by the next LeaderAndIsr; the replica
+        serves meanwhile, as Kafka's (which flushes the file lazily) does."""
+
+        def record(entry: tuple[HostedPartition, uuid.UUID]) -> KafkaError | None:
+            try:
+                entry[0].log.assign_topic_id(entry[1])
+            except (StorageError, InconsistentTopicIdError) as e:
+                return e
+            return None
+
+        if len(pending) <= 1:
+            failures = [record(entry) for entry in pending]
+        else:
+            if self._checkpoint_writers is None:
+                self._checkpoint_writers = ThreadPoolExecutor(
+                    CHECKPOINT_WRITER_THREADS, thread_name_prefix="epoch-checkpoint"
+                )
+            failures = list(self._checkpoint_writers.map(record, pending))
+        for (hosted, _), failure in zip(pending, failures, strict=True):
+            if failure is not None:
+                self.state_change_log.record(
+                    "partition-metadata-write-failed", tp=hosted.tp, error=str(failure)
+                )
 
     def _start_leader_epochs(self, new_leaders: list[HostedPartition]) -> None:
         """A new leader starts its epoch at its log end (KIP-101), durably before it

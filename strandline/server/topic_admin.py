@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from dataclasses import dataclass
 
 from strandline.controller.assignment import assign_replicas_to_brokers
@@ -42,6 +43,7 @@ class CreatedTopic:
     name: str
     num_partitions: int
     replication_factor: int
+    topic_id: uuid.UUID | None = None  # None for validate_only
 
 
 class TopicAdmin:
@@ -108,10 +110,11 @@ class TopicAdmin:
             raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
         if await asyncio.to_thread(self.zk.get_topic_assignment, name) is not None:
             raise TopicExistsError(f"topic {name!r} already exists")
+        topic_id = None
         if not validate_only:
-            await asyncio.to_thread(self.zk.create_topic, name, assignment, configs)
+            topic_id = await asyncio.to_thread(self.zk.create_topic, name, assignment, configs)
             await self._await_partitions(name, num_partitions, timeout_s)
-        return CreatedTopic(name, num_partitions, replication_factor)
+        return CreatedTopic(name, num_partitions, replication_factor, topic_id)
 
     def _check_manual_assignment(
         self, assignment: dict[int, list[int]], expected_from: int

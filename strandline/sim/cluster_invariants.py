@@ -15,6 +15,8 @@ broker's logs and roles, the acknowledgements producers got, and the state-chang
   members hold it;
 - HW <= LEO on every replica, and replicas agree on every offset below both HWs;
 - a topic whose deletion completed has no replica left on any live broker;
+- a topic's id (KIP-516, in its znode) never changes while it lives, and a topic
+  created again under the same name never gets an earlier incarnation's id;
 - at settle: every acks=all acknowledged write is in the final leader's log at its
   offset (clean elections only).
 
@@ -24,6 +26,7 @@ every replica in sync) is a liveness question, reported apart (`CheckedRun.stuck
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -45,6 +48,8 @@ class ClusterChecker:
         self.problems_seen = 0
         self.acked_seen = 0
         self.state_changes_seen = 0
+        # (topic, incarnation) -> the topic id its znode held.
+        self.topic_ids: dict[tuple[str, int], uuid.UUID] = {}
 
     # -- after every step ---------------------------------------------------------------
 
@@ -88,6 +93,7 @@ class ClusterChecker:
         self.controller_epoch = max(self.controller_epoch, epoch)
         for topic in zk.get_children(znodes.BROKER_TOPICS_PATH):
             incarnation = sim.incarnation_of(topic)
+            out += self._check_topic_id(topic, incarnation)
             try:
                 partitions = zk.get_children(znodes.topic_partitions_path(topic))
             except NoNode:
@@ -124,6 +130,26 @@ class ClusterChecker:
                         )
                 self.partition_epochs[key] = now
         return out
+
+    def _check_topic_id(self, topic: str, incarnation: int) -> list[str]:
+        try:
+            raw, _ = self.sim.zk.get(znodes.topic_path(topic))
+        except NoNode:
+            return []
+        topic_id = znodes.decode_topic_id(raw)
+        key = (topic, incarnation)
+        known = self.topic_ids.get(key)
+        if topic_id is None:
+            # Created without one, the controller assigns it when it loads it; but an
+            # id once written is never dropped (a rewrite of the assignment keeps it).
+            return [] if known is None else [f"{topic}: topic id {known} was dropped"]
+        if known is None:
+            self.topic_ids[key] = topic_id
+            reused = [k for k, v in self.topic_ids.items() if v == topic_id and k != key]
+            return [f"{topic}: id {topic_id} reused from incarnation {k[1]}" for k in reused]
+        if known != topic_id:
+            return [f"{topic}: topic id changed from {known} to {topic_id}"]
+        return []
 
     def _check_reassignments(self) -> list[str]:
         sim = self.sim

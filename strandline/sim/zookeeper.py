@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import random
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -957,8 +958,12 @@ class SimZkClient:
     # --- topics ----------------------------------------------------------------------
 
     def create_topic(
-        self, name: str, assignment: Assignment, config: dict[str, str] | None = None
-    ) -> None:
+        self,
+        name: str,
+        assignment: Assignment,
+        config: dict[str, str] | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> uuid.UUID:
         """Config first, then the assignment (Kafka's order, as ZkClient)."""
         self._live()
         path = znodes.topic_path(name)
@@ -967,10 +972,17 @@ class SimZkClient:
         self._set_or_create(
             znodes.topic_config_path(name), znodes.encode_topic_config(config or {})
         )
+        topic_id = topic_id or self.new_topic_id(name)
         try:
-            self.zk.create(path, znodes.encode_topic_assignment(assignment))
+            self.zk.create(path, znodes.encode_topic_assignment(assignment, topic_id))
         except NodeExists:
             raise TopicExistsError(f"Topic '{name}' already exists.") from None
+        return topic_id
+
+    def new_topic_id(self, name: str) -> uuid.UUID:
+        """Deterministic (the simulator draws nothing at random): the name and the
+        zxid now, so a topic recreated under the same name gets another id."""
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"strandline-sim:{name}:{self.zk.zxid}")
 
     def get_all_topics(self) -> list[str]:
         self._live()
@@ -981,15 +993,34 @@ class SimZkClient:
         node = self._node(znodes.topic_path(name))
         return None if node is None else znodes.decode_topic_assignment(node.data)
 
+    def get_topic_znode(self, name: str) -> tuple[Assignment, uuid.UUID | None, int] | None:
+        self._live()
+        node = self._node(znodes.topic_path(name))
+        if node is None:
+            return None
+        return (
+            znodes.decode_topic_assignment(node.data),
+            znodes.decode_topic_id(node.data),
+            node.version,
+        )
+
+    def get_topic_id(self, name: str) -> uuid.UUID | None:
+        found = self.get_topic_znode(name)
+        return None if found is None else found[1]
+
     def set_topic_assignment(
         self, name: str, assignment: Assignment, expected_version: int = -1
     ) -> int:
+        """As ZkClient: keeps the topic id, conditional on the read without a version."""
         self._live()
         path = znodes.topic_path(name)
+        data, stat = self.zk.get(path)
+        version = stat.version if expected_version == -1 else expected_version
+        encoded = znodes.encode_topic_assignment(assignment, znodes.decode_topic_id(data))
         try:
-            stat = self.zk.set(path, znodes.encode_topic_assignment(assignment), expected_version)
+            stat = self.zk.set(path, encoded, version)
         except BadVersion:
-            raise ZkVersionConflictError(path, expected_version) from None
+            raise ZkVersionConflictError(path, version) from None
         return stat.version
 
     def get_topic_config(self, name: str) -> dict[str, str]:
@@ -1403,6 +1434,7 @@ _LOSSY_REQUESTS = (
     "get_live_brokers",
     "get_all_topics",
     "get_topic_assignment",
+    "get_topic_znode",
     "set_topic_assignment",
     "get_partition_state",
     "get_partition_states",

@@ -8,15 +8,21 @@ Offset checkpoints (`recovery-point-offset-checkpoint`, `replication-offset-chec
 from __future__ import annotations
 
 import os
+import re
+import uuid
 from pathlib import Path
 
+from strandline.topic_ids import ZERO_TOPIC_ID, topic_id_from_str, topic_id_to_str
 from strandline.types import TopicPartition
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# KIP-516: the topic id of the partition whose dir this is (PartitionMetadataFile).
+PARTITION_METADATA = "partition.metadata"
 CHECKPOINT_VERSION = 0
+PARTITION_METADATA_VERSION = 0
 
 
 class CheckpointFormatError(ValueError):
@@ -90,3 +96,38 @@ def read_offsets(path: Path) -> dict[TopicPartition, int]:
     except FileNotFoundError:
         return {}
     return parse_offsets(text)
+
+
+def render_partition_metadata(topic_id: uuid.UUID) -> str:
+    """As Kafka's PartitionMetadata.encode: two lines, no trailing newline."""
+    return f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id_to_str(topic_id)}"
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def parse_partition_metadata(text: str) -> uuid.UUID:
+    """The topic id a `partition.metadata` holds (Kafka's PartitionMetadataReadBuffer:
+    a version >= 0 then a non-zero id); CheckpointFormatError naming the bad line."""
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise CheckpointFormatError(f"partition.metadata has {len(lines)} line(s), not 2")
+    version_line = _WHITESPACE.split(lines[0].strip())
+    if len(version_line) != 2 or version_line[0] != "version:":
+        raise CheckpointFormatError(f"malformed line in partition.metadata: {lines[0]!r}")
+    try:
+        version = int(version_line[1])
+    except ValueError:
+        raise CheckpointFormatError(f"malformed line in partition.metadata: {lines[0]!r}") from None
+    if version < PARTITION_METADATA_VERSION:
+        raise CheckpointFormatError(f"unrecognized partition.metadata version {version}")
+    id_line = _WHITESPACE.split(lines[1].strip())
+    if len(id_line) != 2 or id_line[0] != "topic_id:":
+        raise CheckpointFormatError(f"malformed line in partition.metadata: {lines[1]!r}")
+    try:
+        topic_id = topic_id_from_str(id_line[1])
+    except ValueError as e:
+        raise CheckpointFormatError(f"partition.metadata: {e}") from None
+    if topic_id == ZERO_TOPIC_ID:
+        raise CheckpointFormatError("partition.metadata holds the zero topic id")
+    return topic_id

@@ -35,7 +35,12 @@ from functools import partial
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from strandline.errors import InvalidRecordError, OffsetOutOfRangeError, StorageError
+from strandline.errors import (
+    InconsistentTopicIdError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
 from strandline.protocol.control_batch import EndTransactionMarker, NotAMarkerError, read_marker
 from strandline.protocol.file_region import MIN_REGION_BYTES, Records
 from strandline.protocol.record_batch import (
@@ -46,7 +51,15 @@ from strandline.protocol.record_batch import (
     iter_batches,
     validate_for_append,
 )
-from strandline.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir, write_atomically
+from strandline.storage.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    CheckpointFormatError,
+    fsync_dir,
+    parse_partition_metadata,
+    render_partition_metadata,
+    write_atomically,
+)
 from strandline.storage.cleaner import CleanedSegment, CleaningPlan, SegmentToClean
 from strandline.storage.cleaner import clean as clean_segments
 from strandline.storage.config import LONG_MAX, LogConfig
@@ -156,6 +169,9 @@ class Log:
         # Below it the cleaner has already compacted (kept in memory: see storage.cleaner).
         self.first_dirty_offset = 0
         self.closed = False
+        # KIP-516: the id of the topic this dir belongs to, from `partition.metadata`;
+        # None until the controller first names it (or the file is unreadable).
+        self.topic_id: uuid.UUID | None = None
 
     # ================================================================== opening
 
@@ -196,6 +212,7 @@ class Log:
         self, recovery_point: int, log_start_offset: int, now_ms: int, clean_shutdown: bool
     ) -> None:
         bases = self._clean_directory()
+        self.topic_id = self._read_topic_id()
         for base in bases:
             mtime_ms = int((self.dir / f"{base:020d}{LOG_SUFFIX}").stat().st_mtime * 1000)
             self.segments.append(self._new_segment(base, mtime_ms))
@@ -258,6 +275,33 @@ class Log:
                 logger.info("removing stale file", extra={"tp": str(self.tp), "file": name})
                 path.unlink(missing_ok=True)
         return sorted(bases)
+
+    def _read_topic_id(self) -> uuid.UUID | None:
+        path = self.dir / PARTITION_METADATA
+        try:
+            return parse_partition_metadata(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (CheckpointFormatError, UnicodeDecodeError) as exc:
+            # Kept, not deleted: the next LeaderAndIsr names the id and rewrites it.
+            logger.warning("ignoring unreadable %s of %s: %s", PARTITION_METADATA, self.tp, exc)
+            return None
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Record the topic id durably in `partition.metadata` (once; Kafka's
+        Log.assignTopicId). A dir that already belongs to another id is refused: it is
+        a stale replica of a deleted topic of the same name."""
+        if self.topic_id == topic_id:
+            return
+        if self.topic_id is not None:
+            raise InconsistentTopicIdError(
+                f"{self.dir} belongs to topic id {self.topic_id}, not {topic_id}"
+            )
+        text = render_partition_metadata(topic_id)
+        self._guarded(
+            lambda: write_atomically(self.dir / PARTITION_METADATA, text), PARTITION_METADATA
+        )
+        self.topic_id = topic_id
 
     def _recover_segments(self, start: int) -> bool:
         """CRC-check segments[start:]; cut at the first bad batch and drop what follows."""

@@ -24,6 +24,7 @@ from strandline.coordination.multi_read import multi_read_async
 from strandline.coordination.zk_client import ZkClient, on_loop, split_connect_string
 from strandline.coordination.znodes import LeaderAndIsr
 from strandline.coordination.zookeeper_server import ZooKeeperServer
+from strandline.topic_ids import topic_id_to_str
 from strandline.types import TopicPartition
 
 
@@ -111,12 +112,20 @@ def test_restarted_broker_waits_out_its_crashed_predecessor(zk_connect: str) -> 
 
 
 def test_topic_create_read_config_and_exists(zk: ZkClient) -> None:
-    zk.create_topic("orders", {0: [1, 2], 1: [2, 1]}, {"retention.ms": "1000"})
+    topic_id = zk.create_topic("orders", {0: [1, 2], 1: [2, 1]}, {"retention.ms": "1000"})
     assert zk.get_all_topics() == ["orders"]
     assert zk.get_topic_assignment("orders") == {0: [1, 2], 1: [2, 1]}
     assert zk.get_topic_config("orders") == {"retention.ms": "1000"}
     raw, _ = zk.kazoo.get("/brokers/topics/orders")
-    assert json.loads(raw) == {"version": 1, "partitions": {"0": [1, 2], "1": [2, 1]}}
+    # Kafka 2.8+'s TopicZNode: version 3 with the new topic's id (KIP-516).
+    assert json.loads(raw) == {
+        "version": 3,
+        "partitions": {"0": [1, 2], "1": [2, 1]},
+        "adding_replicas": {},
+        "removing_replicas": {},
+        "topic_id": topic_id_to_str(topic_id),
+    }
+    assert zk.get_topic_id("orders") == topic_id
     with pytest.raises(TopicExistsError):
         zk.create_topic("orders", {0: [1]}, {})
     assert zk.get_topic_assignment("missing") is None
@@ -124,6 +133,7 @@ def test_topic_create_read_config_and_exists(zk: ZkClient) -> None:
 
     version = zk.set_topic_assignment("orders", {0: [1, 2], 1: [2, 1], 2: [1, 2]})
     assert zk.get_topic_assignment("orders") == {0: [1, 2], 1: [2, 1], 2: [1, 2]}
+    assert zk.get_topic_id("orders") == topic_id  # a rewrite keeps the id
     with pytest.raises(ZkVersionConflictError):
         zk.set_topic_assignment("orders", {0: [1]}, expected_version=version + 5)
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import uuid
+
+import pytest
 
 from strandline.coordination import znodes
 from strandline.coordination.znodes import BrokerRegistration, LeaderAndIsr
+from strandline.topic_ids import random_topic_id, topic_id_from_str, topic_id_to_str
 from strandline.types import TopicPartition
 
 
@@ -22,7 +26,39 @@ def test_topic_assignment_matches_seed_example() -> None:
     seed = b'{"version": 1, "partitions": {"2": [1, 2, 3], "1": [0, 1, 2], "0": [3, 0, 1]}}'
     assignment = znodes.decode_topic_assignment(seed)
     assert assignment == {0: [3, 0, 1], 1: [0, 1, 2], 2: [1, 2, 3]}
-    assert json.loads(znodes.encode_topic_assignment(assignment)) == json.loads(seed)
+    assert znodes.decode_topic_id(seed) is None
+    # Kafka 2.8+ writes version 3 even without an id (TopicZNode.encode).
+    assert json.loads(znodes.encode_topic_assignment(assignment)) == {
+        **json.loads(seed),
+        "version": 3,
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }
+
+
+def test_topic_znode_v3_carries_the_topic_id_as_kafka_writes_it() -> None:
+    # As a Kafka 3.x broker wrote it (TopicZNode.encode, Uuid.toString).
+    kafka = (
+        b'{"partitions":{"0":[1,2,3]},"topic_id":"bNvAefkHRCO8WbhYMqbgqg",'
+        b'"adding_replicas":{},"removing_replicas":{},"version":3}'
+    )
+    topic_id = znodes.decode_topic_id(kafka)
+    assert topic_id is not None
+    assert topic_id_to_str(topic_id) == "bNvAefkHRCO8WbhYMqbgqg"
+    assert znodes.decode_topic_assignment(kafka) == {0: [1, 2, 3]}
+    encoded = znodes.encode_topic_assignment({0: [1, 2, 3]}, topic_id)
+    assert json.loads(encoded) == json.loads(kafka)
+
+
+def test_topic_id_text_round_trips_and_rejects_garbage() -> None:
+    topic_id = random_topic_id()
+    text = topic_id_to_str(topic_id)
+    assert len(text) == 22 and not text.startswith("-")
+    assert topic_id_from_str(text) == topic_id
+    assert topic_id not in (uuid.UUID(int=0), uuid.UUID(int=1))
+    for bad in ("", "abc", "x" * 30, "!!!!!!!!!!!!!!!!!!!!!!"):
+        with pytest.raises(ValueError, match="topic id"):
+            topic_id_from_str(bad)
 
 
 def test_partition_state_matches_seed_example() -> None:

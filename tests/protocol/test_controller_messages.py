@@ -375,3 +375,28 @@ def test_update_metadata_keeps_every_listener_and_picks_the_named_one() -> None:
     assert got.endpoints == endpoints
     assert got.address_for("INTERNAL") == ("10.0.0.3", 9093)
     assert got.address_for("OTHER") is None
+
+
+def test_topic_ids_travel_in_leader_and_isr_and_update_metadata() -> None:
+    """KIP-516: the plain requests' ids go out in LeaderAndIsr v5/v6 and UpdateMetadata
+    v7 and come back; v4 has none, and a deleted topic's UpdateMetadata entry none."""
+    ids = {"a": uuid.uuid4(), "b": uuid.uuid4()}
+    states = tuple(
+        PartitionState(TopicPartition(t, 0), 1, 1, 0, (1,), 0, (1,)) for t in ("a", "b", "c")
+    )
+    request = LeaderAndIsrRequest(0, 1, 5, states, (), topic_ids=ids)
+    assert cm.DEFAULT_VERSIONS[cm.LEADER_AND_ISR] == 5
+    for version in (5, 6):
+        wire = through_bytes(cm.leader_and_isr_request_to_wire(request, version))
+        assert {t.topic_name: t.topic_id or uuid.UUID(int=0) for t in wire.topic_states} == {
+            **ids,
+            "c": uuid.UUID(int=0),
+        }
+        assert cm.leader_and_isr_request_from_wire(wire) == request
+    v4 = through_bytes(cm.leader_and_isr_request_to_wire(request, 4))
+    assert cm.leader_and_isr_request_from_wire(v4).topic_ids == {}
+
+    update = UpdateMetadataRequest(0, 1, 5, states, (), deleted_topics=("gone",), topic_ids=ids)
+    wire_um = through_bytes(cm.update_metadata_request_to_wire(update))
+    assert {t.topic_name: t.topic_id for t in wire_um.topic_states}["a"] == ids["a"]
+    assert cm.update_metadata_request_from_wire(wire_um) == update

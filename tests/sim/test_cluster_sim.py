@@ -3,6 +3,8 @@ schedules keep every invariant, and a deliberately broken rule is caught and shr
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from kio.schema.errors import ErrorCode
 from typer.testing import CliRunner
@@ -10,6 +12,7 @@ from typer.testing import CliRunner
 from strandline.cli.main import app as main_app
 from strandline.controller import decisions
 from strandline.controller.context import ControllerContext
+from strandline.coordination import znodes
 from strandline.replication import controller_fencing
 from strandline.sim.cluster import ClusterSim, Crash, Produce, Run, Tick
 from strandline.sim.cluster_explore import explore, violations_of
@@ -189,3 +192,39 @@ def test_cli_explore_cluster() -> None:
     assert result.exit_code == 0, result.output
     assert "explored 20 whole-cluster schedules" in result.output
     assert "violating schedules: 0" in result.output
+
+
+def test_a_reassignment_dropping_the_topic_id_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KIP-516: rewriting /brokers/topics/<t> (a reassignment) keeps the topic's id."""
+    from strandline.controller import effects as fx
+    from strandline.controller import zk_effects
+
+    original = zk_effects.perform
+
+    def forgetful(effect: fx.ZkEffect, zk: zk_effects.ControllerZk) -> object:
+        if isinstance(effect, fx.WriteAssignment):
+            effect = fx.WriteAssignment(effect.topic, effect.assignment, uuid.UUID(int=5))
+        return original(effect, zk)
+
+    monkeypatch.setattr(zk_effects, "perform", forgetful)
+    report = explore(100, seed=0)
+    assert report.violating_schedules > 0
+    assert any("topic id changed" in v for run in report.violations for v in run.violations), (
+        report.violations[0].violations
+    )
+
+
+def test_the_controller_knows_a_recreated_topics_id_in_the_simulator() -> None:
+    result = CLUSTER_SCENARIOS["topic-deletion-with-offline-broker"].run()
+    assert result.violations == []
+    sim = result.sim
+    raw, _ = sim.zk.get(znodes.topic_path("t"))
+    new_id = znodes.decode_topic_id(raw)
+    assert new_id is not None and new_id.int != 0
+    contexts = [
+        b.shell.core.ctx
+        for b in sim.brokers.values()
+        if b.shell is not None and b.shell.core.is_active and b.shell.core.ctx is not None
+    ]
+    assert len(contexts) == 1
+    assert contexts[0].topic_ids["t"] == new_id

@@ -34,6 +34,9 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     topic_cls = response_class(API_KEY, v, "MetadataResponseTopic")
     partition_cls = response_class(API_KEY, v, "MetadataResponsePartition")
 
+    unknown_ids: list[Any] = []
+    from_id: dict[str, Any] = {}  # names looked up by id: a denied one stays unnamed
+    by_id: list[Any] = []
     if request.topics is None:
         # Kafka lists only the topics the principal may describe, silently.
         names = sorted(
@@ -42,12 +45,27 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         denied: set[str] = set()
     else:
         names = [t.name for t in request.topics if t.name is not None]
+        # v10+ may name a topic by id alone (KIP-516); an id nobody knows is answered
+        # UNKNOWN_TOPIC_ID, and no topic is auto-created for an id.
+        by_id = [
+            t.topic_id
+            for t in request.topics
+            if t.name is None and getattr(t, "topic_id", None) not in (None, uuid_zero)
+        ]
+        for topic_id in by_id:
+            found = cache.topic_name(topic_id)
+            if found is None:
+                unknown_ids.append(topic_id)
+            else:
+                from_id[found] = topic_id
+                if found not in names:
+                    names.append(found)
         denied = set(names) - authorized_names(
             ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names
         )
     allow_auto_create = getattr(request, "allow_auto_topic_creation", True)
 
-    auto_create = request.topics is not None and allow_auto_create
+    auto_create = request.topics is not None and allow_auto_create and not by_id
     auto_create = auto_create and ctx.config.auto_create_topics_enable
     creation_errors = {
         name: await _auto_create(ctx, name)
@@ -67,8 +85,8 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                 build(
                     topic_cls,
                     error_code=ErrorCode.topic_authorization_failed,
-                    name=name,
-                    topic_id=uuid_zero,
+                    name=None if name in from_id else name,
+                    topic_id=from_id.get(name, uuid_zero),
                     partitions=(),
                 )
             )
@@ -99,11 +117,21 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                 topic_cls,
                 error_code=ErrorCode.none,
                 name=name,
-                topic_id=uuid_zero,  # ZooKeeper-era topics carry no id here
+                topic_id=cache.topic_id(name) or uuid_zero,
                 is_internal=is_internal(name),
                 partitions=tuple(partitions),
             )
         )
+    topics.extend(
+        build(
+            topic_cls,
+            error_code=ErrorCode.unknown_topic_id,
+            name=None,
+            topic_id=topic_id,
+            partitions=(),
+        )
+        for topic_id in unknown_ids
+    )
     # Each broker's address on the listener this client connected to (Kafka leaves out
     # brokers without that listener).
     listener = current_session().listener

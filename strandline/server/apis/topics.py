@@ -53,6 +53,7 @@ async def create_topics(ctx: BrokerContext, header: RequestHeader, request: Any)
                     timeout_s=timeout_s,
                 )
                 num_partitions, rf = created.num_partitions, created.replication_factor
+                topic_id = created.topic_id or uuid_zero
             except KafkaError as e:
                 error, message = e.code, str(e)
         results.append(
