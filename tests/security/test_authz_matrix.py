@@ -1,4 +1,4 @@
-"""Issue 26: an authorization matrix generated from the API registry.
+"""An authorization matrix generated from the API registry.
 
 Every API key the broker answers (`REGISTRY`) must have a row: either a matrix case,
 run here against a SASL_SSL broker with the ACL authorizer as three principals — bob

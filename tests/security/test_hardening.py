@@ -1,4 +1,4 @@
-"""Issue 26: the holes a review of the secured cluster found, each against a running
+"""The holes a review of the secured cluster found, each against a running
 cluster of real brokers.
 
 - DescribeConfigs never returns a password-type value (null, is_sensitive=true), for
