@@ -1,4 +1,4 @@
-"""`strandline sim ...`: replay the seeds' scenarios, or explore random fault schedules."""
+"""`strandline sim ...`: replay Kafka's replication scenarios, or explore random fault schedules."""
 
 from __future__ import annotations
 

@@ -196,8 +196,8 @@ class PauseFetcher(NamedTuple):
 
 
 class Bounce(NamedTuple):
-    """The broker process restarts faster than its ZooKeeper session times out (seed
-    002): the controller sees one broker change, the same broker with a new broker
+    """The broker process restarts faster than its ZooKeeper session times out (KIP-380's
+    case): the controller sees one broker change, the same broker with a new broker
     epoch, and it stays in every ISR it was in."""
 
     broker: int

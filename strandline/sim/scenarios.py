@@ -1,4 +1,4 @@
-"""The seeds' scenarios as scripted schedules (replica A has id 0, B id 1)."""
+"""Kafka's HW and leader-epoch scenarios as scripted schedules (replica A has id 0, B id 1)."""
 
 from __future__ import annotations
 

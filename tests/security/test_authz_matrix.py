@@ -342,7 +342,7 @@ CASES = (
         lambda: list_latest(TOPIC, -1),
         lambda r: r.topics[0].partitions[0].error_code,
     ),
-    # The same, claiming to be replica 1: a claim changes nothing (finding 5).
+    # The same, claiming to be replica 1: a claim changes nothing (docs/security.md).
     Case(
         2, "DESCRIBE", lambda: list_latest(TOPIC, 1), lambda r: r.topics[0].partitions[0].error_code
     ),
