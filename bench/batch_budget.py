@@ -1,4 +1,4 @@
-"""What one small batch costs in each step of a replication round, in-process (issue 25).
+"""What one small batch costs in each step of a replication round, in-process (docs/scaling.md).
 
     .venv/bin/python bench/batch_budget.py [--partitions 1000] [--rounds 20]
     .venv/bin/python bench/batch_budget.py --root /path/to/other/checkout   # before/after

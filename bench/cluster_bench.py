@@ -1,4 +1,4 @@
-"""Figures of the replicated cluster (issue 4), measured on 3 local brokers with confluent-kafka.
+"""Figures of the replicated cluster, measured on 3 local brokers with confluent-kafka.
 
     .venv/bin/python bench/cluster_bench.py [--quick]
 
@@ -417,7 +417,7 @@ def unavailability(cluster: LocalCluster, plan: Plan, console: Console) -> dict[
     return result
 
 
-# --- issue 5: consumer-group rebalance time and commit throughput -------------------------
+# --- consumer-group rebalance time and commit throughput ----------------------------------
 
 GROUP_PARTITIONS = 6
 # Kafka's group.min.session.timeout.ms is 6 s; librdkafka's default (45 s) would make the

@@ -1,4 +1,4 @@
-"""The hand-written Produce/Fetch codecs against kio (issue 25), pure functions only.
+"""The hand-written Produce/Fetch codecs against kio (docs/scaling.md), pure functions only.
 
     .venv/bin/python bench/codecs.py [--quick]
 

@@ -1,4 +1,4 @@
-"""Figures of the group coordinator (issue 5), on one local broker with confluent-kafka.
+"""Figures of the group coordinator, on one local broker with confluent-kafka.
 
     .venv/bin/python bench/group_bench.py [--quick] [--session-timeout-ms 6000]
 

@@ -1,4 +1,4 @@
-"""What the broker's Prometheus metrics cost (issue 17), measured on real brokers.
+"""What the broker's Prometheus metrics cost (docs/metrics.md), measured on real brokers.
 
     .venv/bin/python bench/metrics_bench.py [--quick]
 

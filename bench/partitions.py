@@ -1,11 +1,11 @@
-"""Produce and consume throughput and idle CPU versus partition count (issue 14).
+"""Produce and consume throughput and idle CPU versus partition count (docs/scaling.md).
 
     .venv/bin/python bench/partitions.py [--quick] [--partitions 3,100,1000,5000]
         [--records N] [--png bench/partitions.png] [--keep DIR]
     .venv/bin/python bench/partitions.py --scaling [--create-partitions 1000,5000]
         [--large-partitions 10000] [--keep DIR]
 
-`--scaling` measures controller and start-up work instead (issue 14), rf=3 on 3 brokers:
+`--scaling` measures controller and start-up work instead (docs/scaling.md), rf=3 on 3 brokers:
 
 - create: a fresh cluster per count; time from CreateTopics until Metadata shows a
   leader for every partition (and, separately, a full ISR); target <= 1 s at 1,000;

@@ -1,4 +1,4 @@
-"""What SASL_SSL costs (issue 18): the same 3-broker cluster, PLAINTEXT vs SASL_SSL.
+"""What SASL_SSL costs (docs/security.md): the same 3-broker cluster, PLAINTEXT vs SASL_SSL.
 
     .venv/bin/python bench/security.py [--quick] [--rounds N]
 

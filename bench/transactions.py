@@ -1,4 +1,4 @@
-"""Figures of Kafka transactions on Strandline (issue 15), measured on 3 local brokers with
+"""Figures of Kafka transactions on Strandline, measured on 3 local brokers with
 confluent-kafka, topics replicated 3 ways (min.insync.replicas=2), 1 KiB records.
 
     .venv/bin/python bench/transactions.py [--quick] [--keep DIR]

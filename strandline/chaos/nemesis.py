@@ -67,7 +67,7 @@ class FaultStep:
 def _target(rng: random.Random, kind: str, brokers: int, zk_nodes: int) -> dict[str, Any]:
     broker_ids = list(range(1, brokers + 1))
     # Half the time the victim is whoever leads the first partition then: faults on a
-    # leader are the ones the seeds are about.
+    # leader are the ones Kafka's data-loss scenarios are about.
     victim: int | str = "leader" if rng.random() < 0.5 else rng.choice(broker_ids)
     if kind == "partition":
         nodes = [str(b) for b in broker_ids] + [f"zk{n}" for n in range(1, zk_nodes + 1)]

@@ -1,4 +1,4 @@
-"""`strandline reassign`, `strandline elect`, `strandline verify-replicas` (seed 001's tools).
+"""`strandline reassign`, `strandline elect`, `strandline verify-replicas` (docs/tools.md).
 
 `reassign` takes kafka-reassign-partitions.sh's --execute, --verify, --list and --cancel.
 

@@ -1,4 +1,4 @@
-"""`strandline sim ...`: replay the seeds' scenarios, or explore random fault schedules."""
+"""`strandline sim ...`: replay Kafka's replication scenarios, or explore random fault schedules."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def scenario(
     as_json: JsonOption = False,
 ) -> None:
     """Replay a named scenario, printing every replica's log, LEO, HW and epoch cache
-    (or, for the whole-cluster scenarios of seed 001, the controller's steps)."""
+    (or, for the whole-cluster scenarios, the controller's steps as Kafka runs them)."""
     if name in CLUSTER_SCENARIOS:
         _cluster_scenario(name, as_json)
         return

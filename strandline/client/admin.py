@@ -1,7 +1,7 @@
 """The one admin client: how every tool of docs/tools.md and the console reach a cluster.
 
 Kafka's tools share one AdminClient; ours share this one. It owns what used to be
-written once per tool (issue 26, finding 10): the --command-config properties
+written once per tool (docs/security.md): the --command-config properties
 (`client.id`, `request.timeout.ms`, and TLS/SASL through `client.security`, so the
 `client.properties` of `cluster up --security` works as it is, in librdkafka's or
 Java's key names), one connection per broker opened on first use, the bootstrap

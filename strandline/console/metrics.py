@@ -1,6 +1,6 @@
 """Per-replica LEO and HW from the brokers' Prometheus endpoints (docs/metrics.md).
 
-The Kafka protocol only shows the leader's high watermark; what the seeds draw — every
+The Kafka protocol only shows the leader's high watermark; what HW/LEO diagrams draw — every
 replica's log end offset beside the HW it knows — is in each broker's
 `kafka_log_log_logendoffset` and `kafka_cluster_partition_highwatermark` gauges, which
 the broker computes at scrape time from its replica state.
@@ -40,7 +40,7 @@ class BrokerScrape:
     error: str | None = None
     # (topic, partition) -> gauges of the replica this broker hosts; after a failed
     # scrape, those of the last one that worked (a dead broker's log is still on disk,
-    # and the seeds' figures keep drawing it)
+    # and HW/LEO diagrams keep drawing it)
     replicas: dict[tuple[str, int], ReplicaGauges] = field(default_factory=dict)
     scraped_at: float | None = None  # when `replicas` were read
 

@@ -49,7 +49,7 @@ class ControllerChannel:
     has a queue per broker, its own included): a controller event then ends once its
     writes are done and its requests queued, not once this broker has applied them.
     With 10,000 partitions applying one LeaderAndIsr locally takes seconds; awaiting it
-    held ControlledShutdown answers past the asking broker's 10 s timeout (issue 14).
+    held ControlledShutdown answers past the asking broker's 10 s timeout (docs/scaling.md).
     Without it (tests, tools), a send returns once the local broker has applied it."""
 
     def __init__(

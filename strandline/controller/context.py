@@ -1,4 +1,4 @@
-"""ControllerContext: the controller's in-memory picture of the cluster (seed 001).
+"""ControllerContext: the controller's in-memory picture of the cluster (Kafka's ControllerContext).
 
 Initialised from ZooKeeper when a broker becomes controller, then kept current by
 the controller's own decisions and by ZooKeeper watch events. Pure data: decisions

@@ -70,7 +70,7 @@ def elect_leader(
 def on_brokers_failed(
     ctx: ControllerContext, dead: set[int], unclean: UncleanPolicy
 ) -> list[Election]:
-    """Broker failover (seed 001): partitions led by a dead broker get a new leader
+    """Broker failover (Kafka's onBrokerFailure): partitions led by a dead broker get a new leader
     from the live ISR; partitions that merely had it in their ISR shrink the ISR.
     When no ISR member is alive the partition goes offline (leader -1) keeping its
     ISR, so that only one of those replicas can lead it again (unless unclean)."""

@@ -1,4 +1,4 @@
-"""The controller's procedures (seed 001), pure: one generator per event.
+"""The controller's procedures (Kafka's KafkaController), pure: one generator per event.
 
 `ControllerCore.handle(event)` returns a generator that yields effects (`effects.py`)
 and receives their results: ZooKeeper reads and conditional writes, LeaderAndIsr /
@@ -180,7 +180,7 @@ class ControllerCore:
         yield fx.Resigned()
 
     def _on_controller_failover(self, epoch: int) -> Procedure:
-        """Seed 001's onControllerFailover: register watches, load the context from
+        """Kafka's onControllerFailover: register watches, load the context from
         ZooKeeper, finish half-done work, and tell every live broker the state."""
         ctx = ControllerContext(broker_id=self.broker_id, epoch=epoch)
         self.ctx = ctx
@@ -501,7 +501,7 @@ class ControllerCore:
             yield _log("auto-leader-rebalance", partitions=[e.tp for e in elections])
             yield from self._apply(elections)
 
-    # -- partition reassignment (seed 001) ---------------------------------------------------
+    # -- partition reassignment (Kafka's onPartitionReassignment) ----------------------------
 
     def _on_partition_reassignment(self) -> Procedure:
         """/admin/reassign_partitions changed (a tool wrote it, or we did): start what is

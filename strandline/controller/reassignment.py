@@ -1,4 +1,4 @@
-"""Partition reassignment decisions (seed 001's 10 steps, AR = OAR + RAR), pure.
+"""Partition reassignment decisions (Kafka's 10 steps, AR = OAR + RAR), pure.
 
 A reassignment moves a partition from its original replicas (OAR) to the target
 replicas (RAR). It runs in two phases, each one pure decision here that the

@@ -7,7 +7,7 @@ multi it is not atomic: a missing znode fails only its own entry.
 
 Why: a new controller reads every partition's state znode. kazoo handles one request
 per turn of its connection loop, so 10,000 pipelined getData took the controller
-~2 s on a loaded machine (issue 14); the same reads in ten multiReads take a few
+~2 s on a loaded machine (docs/scaling.md); the same reads in ten multiReads take a few
 hundred milliseconds.
 """
 

@@ -501,7 +501,7 @@ class ZkClient:
         pipelined. Each partition gets zkVersion 0 or the exception its create met
         (ZkVersionConflictError if it already exists, ControllerMovedError if fenced).
 
-        One request per znode was the controller's cost for a large topic (issue 14):
+        One request per znode was the controller's cost for a large topic (docs/scaling.md):
         kazoo handles one request per turn of its connection loop, ~0.7 ms each on a
         loaded machine. A multi that fails (a znode that exists already) is done again
         one partition at a time, which tells the partitions apart."""

@@ -1,8 +1,8 @@
-"""Kafka's ZooKeeper layout (seed 003): znode paths and their JSON codecs.
+"""Kafka's ZooKeeper layout: znode paths and their JSON codecs.
 
 Pure: no ZooKeeper access and no clock reads (timestamps are passed in). Every
 encoder writes the exact JSON shape Kafka writes, and every decoder accepts what
-Kafka (and seed 003's examples) write, ignoring fields it does not know.
+Kafka's ZooKeeper writers write, ignoring fields it does not know.
 """
 
 from __future__ import annotations
@@ -277,7 +277,7 @@ def decode_controller(data: bytes) -> int:
 
 
 def encode_controller_epoch(epoch: int) -> bytes:
-    # Seed 003: stored as a plain integer, not JSON.
+    # As Kafka writes it: a plain integer, not JSON.
     return str(epoch).encode("ascii")
 
 
@@ -384,7 +384,7 @@ def decode_isr_change_notification(data: bytes) -> list[TopicPartition]:
 
 
 def encode_delete_topics(topics: list[str]) -> bytes:
-    """Seed 003's single-znode form of /admin/delete_topics (Kafka now uses children)."""
+    """The older single-znode form of /admin/delete_topics (Kafka now uses children)."""
     return _dumps({"version": 1, "topics": list(topics)})
 
 

@@ -1,4 +1,4 @@
-"""How a broker decides whether to obey a controller request, pure (seed 001, KIP-380).
+"""How a broker decides whether to obey a controller request, pure (controller epoch, KIP-380).
 
 Two fences, both applied by the real broker (`server/broker.py`,
 `server/replica_manager.py`) and by the whole-cluster simulator:

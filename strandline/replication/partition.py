@@ -69,7 +69,7 @@ class ReplicaState:
 class FetchOutcome(NamedTuple):
     """The leader's decision for one follower FETCH."""
 
-    # The HW to put in the response: the HW *before* this fetch's update (seed 004).
+    # The HW to put in the response: the HW *before* this fetch's update (docs/replication.md).
     response_high_watermark: int
     # The new HW when this fetch advanced it, else None.
     high_watermark_advanced: int | None
@@ -223,7 +223,7 @@ class Partition:
 
     def maybe_increment_high_watermark(self, now_ms: int) -> int | None:
         """HW := min LEO over the leader, the (maximal) ISR, and followers caught up within
-        the lag window (seed 000: a recovered follower counts before it formally rejoins).
+        the lag window (Kafka's ISR rule: a recovered follower counts before it formally rejoins).
         Never moves backwards."""
         new_high_watermark = self.log_end_offset
         lag = self.replica_lag_time_max_ms
@@ -258,5 +258,5 @@ class Partition:
         return ErrorCode.none
 
     def consumer_fetch_upper_bound(self) -> int:
-        """Consumers read offsets < HW only (exclusive bound, seed 000)."""
+        """Consumers read offsets < HW only (exclusive bound, docs/replication.md)."""
         return self.high_watermark

@@ -63,7 +63,7 @@ from strandline.types import TopicPartition
 
 log = logging.getLogger(__name__)
 # Every log keeps its active segment open (its indexes only once written to): 10,000
-# partitions need 10,000+ descriptors, and a busy log more (issue 14). Kafka's docs ask
+# partitions need 10,000+ descriptors, and a busy log more (docs/scaling.md). Kafka's docs ask
 # for 100,000+; the broker raises its own soft limit as far as the hard one allows.
 WANTED_OPEN_FILES = 262_144
 

@@ -13,7 +13,7 @@ partitions its request named plus the dirty ones, never the whole session.
 No I/O here: the fetch handler asks `open_fetch` for a `SessionFetch`, reads what it says,
 and reports back with `SessionFetch.respond`.
 
-Sessions are guarded (issue 26): ids are random, not sequential, so one cannot be guessed;
+Sessions are guarded (docs/security.md): ids are random, not sequential, so one cannot be guessed;
 each session has an owner (the principal and host of the connection that opened it), and
 only its owner may use it or close it with a full fetch. Anyone else naming it is told
 FETCH_SESSION_ID_NOT_FOUND on an incremental fetch, and on a full fetch gets a new

@@ -378,7 +378,7 @@ class ReplicaManager:
         """Apply again the LeaderAndIsr states whose log could not be created."""
         pending, self.unopened = self.unopened, {}
         # One call per LeaderAndIsr they came in, not one per partition: each call reads
-        # the high-watermark checkpoint, and thousands may wait (issue 14).
+        # the high-watermark checkpoint, and thousands may wait (docs/scaling.md).
         batches: dict[tuple[int, tuple[BrokerInfo, ...]], list[PartitionState]] = {}
         ids: dict[str, uuid.UUID] = {}
         for controller_epoch, state, live_leaders, topic_id in pending.values():
@@ -664,7 +664,7 @@ class ReplicaManager:
         self, tp: TopicPartition, follower_id: int, fetch_offset: int, now_ms: int
     ) -> None:
         """Record a follower's fetch position (its LEO) after the response's data and HW
-        were read, so the response carries the HW from before this update (seed 004)."""
+        were read, so the response carries the HW from before this update (docs/replication.md)."""
         hosted = self.partitions.get(tp)
         if hosted is None or hosted.leader_state is None:
             return

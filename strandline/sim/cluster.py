@@ -1,4 +1,4 @@
-"""A deterministic simulator of a whole ZooKeeper-era cluster (seed 001).
+"""A deterministic simulator of a whole ZooKeeper-era cluster (docs/replication.md).
 
 Several brokers, each with a ZooKeeper session on a `SimZooKeeper`, a broker epoch, a
 controller (the real `ControllerCore`, driven one effect per step so a controller can be
@@ -186,7 +186,7 @@ class Restart(NamedTuple):
 class PauseFetcher(NamedTuple):
     """Broker `broker`'s replica fetchers stall for `ms` of simulated time (a GC pause,
     a slow disk or link): its followers fall behind, their leaders drop them from the
-    ISR at the next checks and take them back once they catch up (seed 000's churn)."""
+    ISR at the next checks and take them back once they catch up (ISR shrink and expand)."""
 
     broker: int
     ms: int = 600
@@ -196,8 +196,8 @@ class PauseFetcher(NamedTuple):
 
 
 class Bounce(NamedTuple):
-    """The broker process restarts faster than its ZooKeeper session times out (seed
-    002): the controller sees one broker change, the same broker with a new broker
+    """The broker process restarts faster than its ZooKeeper session times out (KIP-380's
+    case): the controller sees one broker change, the same broker with a new broker
     epoch, and it stays in every ISR it was in."""
 
     broker: int
@@ -712,7 +712,7 @@ class ClusterSim:
         return True
 
     def _note_effect(self, broker: SimBroker, effect: fx.Effect) -> None:
-        """The controller's steps, as seed 001 lists them (state-change lines are noted
+        """The controller's steps, as Kafka's controller runs them (state-change lines are noted
         when they are logged)."""
         if isinstance(effect, fx.StateChange):
             return
@@ -1353,7 +1353,7 @@ class ClusterSim:
         # Followers fetch before this round's requests arrive: a follower that a
         # LeaderAndIsr made truncate fetches again only in the next round, as a real
         # fetcher's next round trip comes after the request was handled (a leader
-        # dying in between is seed 002's KIP-101 loss).
+        # dying in between is the KIP-101 data-loss scenario).
         for broker in self.brokers.values():
             if self._fetch_round(broker, lose=False):
                 moved = True

@@ -81,7 +81,7 @@ for _kind, _weight in EVENT_WEIGHTS:
 # Faults come in bursts: after a fault, the next one or two events are faults too
 # (with FAULT_BURST's probability), drawn from the fault kinds with their weights.
 # Real incidents are correlated (a broker bounces and the leader dies while the
-# follower is still catching up), and the windows the seeds' losses need are that
+# follower is still catching up), and the windows the KIP-101 losses need are that
 # short: one isolated fault per few rounds of background work heals before the next.
 FAULT_KINDS = (
     "crash",

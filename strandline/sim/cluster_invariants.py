@@ -1,6 +1,6 @@
 """The whole-cluster simulator's invariants, checked after every step and at settle.
 
-Each is a promise of the ZooKeeper-era design (seed 001) or of Kafka's replication
+Each is a promise of the ZooKeeper-era design (docs/replication.md) or of Kafka's replication
 guarantee, stated over what the simulator can observe: ZooKeeper's znodes, every
 broker's logs and roles, the acknowledgements producers got, and the state-change log.
 

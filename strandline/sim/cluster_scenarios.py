@@ -1,10 +1,10 @@
-"""Seed 001's controller stories as scripted whole-cluster schedules, step by step.
+"""Kafka's controller procedures as scripted whole-cluster schedules, step by step.
 
 Each scenario runs a `ClusterSim` with `record=True` and returns one row per event:
 the controller and its epoch, the watched partition's assigned replicas (AR) and
 leader/ISR as ZooKeeper holds them, which brokers hold a log of it, and what happened
 (controller effects, state-change log lines, broker notes). `render_rows` prints them
-as a rich table, as seed 001's OAR/RAR table does.
+as a rich table, like Kafka's reassignment OAR/RAR table.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ T0 = TopicPartition("t", 0)
 CONTROLLER_FAILOVER = ClusterScenario(
     name="controller-failover",
     summary=(
-        "Seed 001's controller failover: controller 0's session expires mid-procedure; "
+        "Kafka's controller failover: controller 0's session expires mid-procedure; "
         "broker 1 is elected (epoch 2) and runs onControllerFailover step by step; the "
         "zombie's requests (epoch 1) are refused by controller epoch."
     ),
@@ -138,7 +138,7 @@ CONTROLLER_FAILOVER = ClusterScenario(
 REASSIGNMENT = ClusterScenario(
     name="reassignment",
     summary=(
-        "Seed 001's partition reassignment OAR {1,2,3} -> RAR {4,5,6}: AR = OAR + RAR, "
+        "Kafka's partition reassignment OAR {1,2,3} -> RAR {4,5,6}: AR = OAR + RAR, "
         "leader epoch bump, the new replicas catch up and join the ISR, the leader moves "
         "into RAR, OAR - RAR are stopped and deleted, AR = RAR. Broker 1 (the leader) "
         "dies mid-way; the reassignment still ends with replicas = RAR."
@@ -163,7 +163,7 @@ REASSIGNMENT = ClusterScenario(
 PREFERRED_ELECTION = ClusterScenario(
     name="preferred-election",
     summary=(
-        "Seed 001's preferred replica election: the preferred replica 0 dies, 1 leads; "
+        "Kafka's preferred replica election: the preferred replica 0 dies, 1 leads; "
         "0 comes back as a follower and rejoins the ISR; the tool's "
         "/admin/preferred_replica_election makes 0 the leader again."
     ),
@@ -187,7 +187,7 @@ PREFERRED_ELECTION = ClusterScenario(
 TOPIC_DELETION_WITH_OFFLINE_BROKER = ClusterScenario(
     name="topic-deletion-with-offline-broker",
     summary=(
-        "Seed 001's topic deletion while broker 2 is down: the deletion stays pending "
+        "Kafka's topic deletion while broker 2 is down: the deletion stays pending "
         "until 2 is back, its replica is deleted then (no stray log), and a new topic of "
         "the same name starts empty."
     ),
@@ -262,7 +262,7 @@ def render_rows(console: Console, result: ClusterScenarioResult, all_rows: bool 
         table.add_row(*(render(row) for _name, render in _COLUMNS))
     console.print(table)
     console.print(
-        "\nseed 001's table (AR, leader/ISR as ZooKeeper holds them, at each change):",
+        "\nOAR/RAR-style table (AR, leader/ISR as ZooKeeper holds them, at each change):",
         markup=False,
     )
     seen: tuple[Any, ...] | None = None

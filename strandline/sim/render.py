@@ -1,4 +1,4 @@
-"""Text views of simulator runs: one rich table per step (the seeds' pictures as text)."""
+"""Text views of simulator runs: one rich table per step (HW/LEO diagrams as text)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The seeds' scenarios as scripted schedules (replica A has id 0, B id 1)."""
+"""Kafka's HW and leader-epoch scenarios as scripted schedules (replica A has id 0, B id 1)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _fetch(replica: int, times: int = 1) -> list[Event]:
 
 HW_LEO_WALKTHROUGH = Scenario(
     name="hw-leo-walkthrough",
-    summary="Seed 000: leader A, follower B, one message; HW reaches B one fetch round late.",
+    summary="HW rules: leader A, follower B, one message; HW reaches B one fetch round late.",
     config=SimConfig(replicas=2, initial_leader=A),
     events=(
         Event(FETCH, B),  # nothing to read yet
@@ -90,7 +90,7 @@ KIP101_DIVERGENCE = Scenario(
 UNCLEAN_EPOCH_DIVERGENCE = Scenario(
     name="unclean-epoch-divergence",
     summary=(
-        "Seed 004: min.insync.replicas=1, unclean election; A and B lead in turns over "
+        "Data-loss incident: min.insync.replicas=1, unclean election; A and B lead in turns over "
         "four epochs without replicating, then A follows B."
     ),
     config=SimConfig(

@@ -49,7 +49,7 @@ class _SparseIndex:
         self.values: array[int] = array(self.VALUE_TYPE)
         # The file is created now but opened only when first written (Kafka's LazyIndex):
         # entries are read from memory, and 10,000 partitions holding two index files
-        # open each would need 30,000 descriptors with their segments (issue 14).
+        # open each would need 30,000 descriptors with their segments (docs/scaling.md).
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
         self._fd = -1
         self._closed = False

@@ -43,7 +43,7 @@ _DELETED_DIR_SUFFIX = "-delete"
 # Logs opened side by side at start-up and for a LeaderAndIsr that creates many
 # (Kafka's num.recovery.threads.per.data.dir). Opening is mostly mkdir/open/fsync
 # system calls, which release the GIL: with 10,000 partitions one thread spends
-# seconds waiting on the disk (issue 14).
+# seconds waiting on the disk (docs/scaling.md).
 DEFAULT_OPEN_THREADS = 8
 # Fewer logs than this are opened on the calling thread (a pool costs more).
 _PARALLEL_OPEN_MIN = 8

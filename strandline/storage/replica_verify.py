@@ -1,4 +1,4 @@
-"""Replica verification (seed 001's Replica Verification Tool, offline form).
+"""Replica verification (Kafka's kafka-replica-verification.sh, offline form).
 
 Every replica of a partition must hold the same bytes for every batch below the high
 watermark: committed data is identical everywhere. This reads the segment files of

@@ -1,6 +1,6 @@
 """A throttled reassignment (KIP-73) on real brokers: a 200 MB partition gains a replica
-at the set rate, and `--verify` removes the throttle once it completes (issue 17,
-must-show 3). The same cluster then serves `reassign --generate` and
+at the set rate, and `--verify` removes the throttle once it completes
+(docs/tools.md). The same cluster then serves `reassign --generate` and
 `verify-replicas --bootstrap-server`."""
 
 from __future__ import annotations

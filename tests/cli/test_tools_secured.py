@@ -1,4 +1,4 @@
-"""Issue 26: every tool of docs/tools.md (and reassign, elect, verify-replicas,
+"""Every tool of docs/tools.md (and reassign, elect, verify-replicas,
 transactions) and the console against one `--security sasl_ssl` cluster, with the
 client.properties `cluster up` writes as `--command-config` (the super user), as an
 operator runs them. They all go through the one admin client (strandline.client.admin).

@@ -1,5 +1,5 @@
 """`strandline topics` against a real 3-broker cluster, run as users run it (a subprocess),
-and the UnderReplicatedPartitions metric beside it (issue 17, must-show 1).
+and the UnderReplicatedPartitions metric beside it (docs/tools.md, docs/metrics.md).
 
 One cluster serves every step, since starting one costs more than all the steps together:
 create/list/describe/alter/delete and the error paths while all brokers are up, then a

@@ -43,7 +43,7 @@ def test_a_bad_flag_is_one_line(args: list[str], says: str) -> None:
 
 
 def test_a_command_config_that_cannot_work_is_refused_in_one_line(tmp_path: Path) -> None:
-    """The shared admin client reads --command-config for every tool (issue 26): SASL
+    """The shared admin client reads --command-config for every tool (docs/security.md): SASL
     without credentials is refused before any connection, the same way everywhere."""
     config = tmp_path / "client.properties"
     config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")

@@ -1,4 +1,4 @@
-"""Issue 4, must-show 4: acks and min.insync.replicas with brokers down; clean versus
+"""Acks and min.insync.replicas with brokers down; clean versus
 unclean leader election."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 4, must-shows 2 and 5: controller failover and epoch fencing; topic deletion;
+"""Controller failover and epoch fencing; topic deletion;
 a restarted broker truncates by leader epoch and converges."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13, must-show 4: one broker's log directory fills up (a real tmpfs, real ENOSPC).
+"""Disk full (docs/faults.md): one broker's log directory fills up (a real tmpfs, real ENOSPC).
 
 Chosen behaviour. Kafka marks a failed log dir offline, the controller moves its
 leaders away, and the replicas stay offline until the broker restarts. Strandline

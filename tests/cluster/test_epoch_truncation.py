@@ -1,4 +1,4 @@
-"""Issue 13, must-show 5: a real leader-epoch truncation on real brokers.
+"""A real leader-epoch truncation on real brokers.
 
 A leader takes acks=1 writes while both followers are frozen (SIGSTOP), then freezes
 itself: those records were acknowledged but never replicated, a divergent tail. The

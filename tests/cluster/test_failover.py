@@ -1,4 +1,4 @@
-"""Issue 4, must-show 1 and 3: leader SIGKILLs under acks=all load lose nothing; a
+"""Leader SIGKILLs under acks=all load lose nothing; a
 stalled follower leaves the ISR and rejoins after it catches up."""
 
 from __future__ import annotations

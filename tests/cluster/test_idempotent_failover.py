@@ -1,4 +1,4 @@
-"""Issue 5, must-show 4: idempotent producers (confluent-kafka and kafka-python) send
+"""Idempotent producers (confluent-kafka and kafka-python) send
 50,000 records while partition leaders are SIGKILLed in turn: every record is in the
 log exactly once, in send order per partition."""
 

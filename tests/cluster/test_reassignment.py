@@ -1,4 +1,4 @@
-"""Issue 4, part 4: partition reassignment under acks=all load, preferred replica
+"""Partition reassignment under acks=all load, preferred replica
 election (ElectLeaders and the admin znode), and auto leader rebalance."""
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def test_preferred_replica_election_moves_leadership_back(
     cluster_factory, notification_delay_ms: int
 ) -> None:
     """With the ISR change notification delayed, the election may come while the
-    controller has not heard of the rejoined replica yet (issue 29): it reads
+    controller has not heard of the rejoined replica yet (docs/replication.md): it reads
     ZooKeeper's partition state, so the preferred replica is elected all the same."""
     cluster = cluster_factory(
         brokers=3,

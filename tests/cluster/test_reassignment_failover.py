@@ -1,4 +1,4 @@
-"""Issue 16: a controller failover in the middle of a partition reassignment (seed 001).
+"""A controller failover in the middle of a partition reassignment (as in Kafka).
 
 The reassignment is throttled so it is still running — AR = OAR + RAR in ZooKeeper,
 the new replica catching up — when the controller is SIGKILLed. The next controller

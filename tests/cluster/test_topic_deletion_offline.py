@@ -1,4 +1,4 @@
-"""Issue 16: topic deletion with a broker offline, as Kafka does it. The deletion stays
+"""Topic deletion with a broker offline, as Kafka does it. The deletion stays
 pending (znodes kept, the name refused) until the offline broker is back and has
 deleted its replicas; a new topic of the same name then starts empty."""
 

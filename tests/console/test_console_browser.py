@@ -1,4 +1,4 @@
-"""The console in a real headless Chromium against a real 3-broker cluster (issue 17).
+"""The console in a real headless Chromium against a real 3-broker cluster (docs/console.md).
 
 The partition page's HW must move while a producer writes — read from the DOM twice
 with no reload in between, so it is the page's own polling that updates it — and after

@@ -52,7 +52,7 @@ class SlowBroker:
 def test_queued_local_requests_do_not_hold_the_controller_up() -> None:
     """With `queue_local` (the broker's channel) a controller event only queues its
     requests to the local broker, as to a remote one: it no longer waits for this broker
-    to apply a LeaderAndIsr of 10,000 partitions (issue 14). Order is kept, a failure
+    to apply a LeaderAndIsr of 10,000 partitions (docs/scaling.md). Order is kept, a failure
     is answered as an error code, and the ones after it are still applied."""
     broker = SlowBroker()
     channel = ControllerChannel(1, broker, remote=None, queue_local=True)

@@ -1,4 +1,4 @@
-"""The controller's pure leader-election decisions (seed 001's failover rules)."""
+"""The controller's pure leader-election decisions (Kafka's failover rules)."""
 
 from __future__ import annotations
 

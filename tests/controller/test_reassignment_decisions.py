@@ -1,4 +1,4 @@
-"""Pure decisions of partition reassignment (seed 001's AR/leader/ISR table), ElectLeaders
+"""Pure decisions of partition reassignment (Kafka's AR/leader/ISR table), ElectLeaders
 and auto leader rebalance."""
 
 from __future__ import annotations

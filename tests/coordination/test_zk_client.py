@@ -314,7 +314,7 @@ def test_many_isr_change_notifications_and_brokers_read_pipelined(zk: ZkClient) 
 
 def test_partition_states_are_written_in_few_multi_ops(zk_connect: str) -> None:
     """A 600-partition topic's states go in a few fenced multi-ops, not 600 requests
-    (issue 14): a multi is one ZooKeeper transaction, so its znodes share one zxid. A
+    (docs/scaling.md): a multi is one ZooKeeper transaction, so its znodes share one zxid. A
     multi that meets an existing znode is redone per partition: only that one fails."""
     with ZkClient(zk_connect, session_timeout_ms=4000).connect() as zk:
         assert zk.try_elect_controller(1) == 1
@@ -348,7 +348,7 @@ def test_partition_states_are_written_in_few_multi_ops(zk_connect: str) -> None:
 def test_partition_states_read_with_multi_read(zk: ZkClient) -> None:
     """A failover reads every state znode with multiRead (ZooKeeper 3.6+), a thousand
     per request: missing znodes are left out, the others come back with their
-    zkVersion, through the client's chroot (issue 14)."""
+    zkVersion, through the client's chroot (docs/scaling.md)."""
     tps = [TopicPartition("mr", p) for p in range(1500)]
     zk.create_topic("mr", {tp.partition: [1, 2] for tp in tps})
     zk.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), 1) for tp in tps[:1200]})

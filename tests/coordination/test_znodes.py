@@ -1,4 +1,4 @@
-"""The znode JSON shapes match seed 003's examples and Kafka's writers."""
+"""The znode JSON shapes match Kafka's ZooKeeper writers."""
 
 from __future__ import annotations
 

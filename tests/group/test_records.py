@@ -144,7 +144,7 @@ def test_load_replays_in_order_with_tombstones_through_real_batches() -> None:
 
 
 def test_load_skips_an_unreadable_record_and_keeps_going() -> None:
-    """Issue 26: a record with key version 7 (a client's forgery) used to stop the load
+    """A record with key version 7 (a client's forgery) used to stop the load
     for good; it is skipped, noted with where it is, and every other record replays."""
     good_before = offset_commit_record("g", "t", 0, OffsetCommitValue(5, "", 0))
     forged = (struct.pack(">h", 7) + b"junk", b"whatever")

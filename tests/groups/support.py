@@ -148,7 +148,7 @@ class ScenarioFigures:
 
 
 def run_group_scenario(cluster: LocalCluster, client: str, work_dir: Path) -> ScenarioFigures:
-    """Issue 5, must-show 1/2: 3 members, each partition once; SIGKILL one -> the others
+    """3 members, each partition once; SIGKILL one -> the others
     take over within the session timeout, nothing below a committed offset consumed
     again; the whole group restarted resumes from the committed offsets."""
     bootstrap = cluster.bootstrap

@@ -1,4 +1,4 @@
-"""Issue 5, must-show 1 and 2: consumer groups of confluent-kafka, kafka-python and
+"""Consumer groups of confluent-kafka, kafka-python and
 aiokafka members (separate processes) on a 12-partition topic against a real broker."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_group_shares_partitions_survives_a_killed_member_and_resumes(
 def test_confluent_group_survives_a_coordinator_sigkill_with_rf3(
     cluster_factory: ClusterFactory, tmp_path: Path
 ) -> None:
-    """Issue 5, must-show 3: SIGKILL the coordinator broker of a live confluent-kafka
+    """SIGKILL the coordinator broker of a live confluent-kafka
     group (offsets topic rf=3): the members find the new coordinator, the committed
     offsets are intact, and nothing committed before the kill is consumed again."""
     cluster = cluster_factory(

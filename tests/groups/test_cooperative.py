@@ -1,4 +1,4 @@
-"""Issue 5: librdkafka's cooperative-sticky assignor against our coordinator. A member
+"""librdkafka's cooperative-sticky assignor against our coordinator. A member
 joining or leaving moves only the partitions that must move (incremental rebalance);
 no member gives up what it keeps."""
 

@@ -1,6 +1,6 @@
-"""Group APIs on the wire against real brokers: exact errors for bad input (issue 5,
-must-show 5), the admin APIs, and committed offsets surviving a coordinator SIGKILL
-(restart with rf=1; failover to another replica with rf=3, must-show 3)."""
+"""Group APIs on the wire against real brokers: exact errors for bad input,
+the admin APIs, and committed offsets surviving a coordinator SIGKILL
+(restart with rf=1; failover to another replica with rf=3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Must-show 4: bad input gets a clear Kafka error or a closed connection, and the broker keeps
+"""Bad input gets a clear Kafka error or a closed connection, and the broker keeps
 serving everyone else. Raw sockets + kio-built requests (see wire.py)."""
 
 from __future__ import annotations

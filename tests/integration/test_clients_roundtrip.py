@@ -1,4 +1,4 @@
-"""Must-show 1: four unmodified Kafka clients create a 3-partition topic, produce 10,000 keyed
+"""Four unmodified Kafka clients create a 3-partition topic, produce 10,000 keyed
 records with headers under every codec, and read them back identical and in order."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Must-show 3: a clean restart keeps records and configs; a SIGKILL in the middle of a produce
+"""A clean restart keeps records and configs; a SIGKILL in the middle of a produce
 stream loses no acknowledged record, leaves offsets dense, and serves nothing past a torn tail."""
 
 from __future__ import annotations

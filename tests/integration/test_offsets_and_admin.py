@@ -1,4 +1,4 @@
-"""Must-show 2: ListOffsets by timestamp, DeleteRecords, DescribeConfigs with sources,
+"""ListOffsets by timestamp, DeleteRecords, DescribeConfigs with sources,
 IncrementalAlterConfigs retention, CreatePartitions; also AlterConfigs and
 DescribeCluster — driven by confluent-kafka's clients."""
 

@@ -1,4 +1,4 @@
-"""Issue 14, zero-copy consume: records sent from the segment files with sendfile reach
+"""Zero-copy consume (docs/scaling.md): records sent from the segment files with sendfile reach
 real clients intact, and the copying fallback (`strandline.zero.copy.enable=false`, TLS
 listeners) answers the very same bytes."""
 

@@ -1,4 +1,4 @@
-"""Issue 25: the hand-written Fetch codec is kio's, byte for byte (kio is the oracle).
+"""The hand-written Fetch codec is kio's, byte for byte (kio is the oracle).
 
 Broker side: random requests of v4-12 written by kio are read to the same values; random
 responses of v4-12 are written to kio's bytes, and with records left in a file to the

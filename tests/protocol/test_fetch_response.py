@@ -1,4 +1,4 @@
-"""Issue 14, zero-copy: a Fetch response framed with its records left in a file is,
+"""Zero-copy (docs/scaling.md): a Fetch response framed with its records left in a file is,
 byte for byte, what kio's encoder writes with the records inlined (kio is the oracle)."""
 
 from __future__ import annotations

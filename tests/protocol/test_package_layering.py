@@ -1,4 +1,4 @@
-"""Issue 16: the package cycles protocol -> controller -> server are gone. The imports of
+"""The package cycles protocol -> controller -> server are gone. The imports of
 every module are read with `ast`, so a lazy import inside a function counts too."""
 
 from __future__ import annotations

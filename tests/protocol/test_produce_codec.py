@@ -1,4 +1,4 @@
-"""Issue 25: the hand-written Produce codec is kio's, byte for byte (kio is the oracle).
+"""The hand-written Produce codec is kio's, byte for byte (kio is the oracle).
 
 Requests: kio writes a random request of each version; kio and `decode_produce_request`
 read it back to the same values. Responses: `encode_produce_response` writes the bytes

@@ -9,7 +9,7 @@ from strandline.storage.leader_epoch_cache import (
 
 
 def seed_cache() -> LeaderEpochCache:
-    # Seed 002's example: the leader holds (1, 20) (2, 80) (3, 120).
+    # A leader-epoch example: the leader holds (1, 20) (2, 80) (3, 120).
     return LeaderEpochCache([EpochEntry(1, 20), EpochEntry(2, 80), EpochEntry(3, 120)])
 
 
@@ -27,7 +27,7 @@ def test_end_offset_for_older_epoch_is_start_of_next_epoch() -> None:
 
 def test_end_offset_for_missing_epoch_answers_largest_epoch_below_it() -> None:
     cache = LeaderEpochCache([EpochEntry(1, 0), EpochEntry(3, 1)])
-    # Seed 004: A asks for epoch 2, which B never had.
+    # Unclean-election divergence: A asks for epoch 2, which B never had.
     assert cache.end_offset_for(2, 2) == (1, 1)
 
 

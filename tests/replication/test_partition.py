@@ -29,7 +29,7 @@ def test_hw_is_min_leo_over_isr_and_never_exceeds_a_lagging_isr_member() -> None
 
 
 def test_fetch_response_carries_the_hw_from_before_the_fetch() -> None:
-    # Seed 004's supplementary note: the fetch that moves the HW still answers the old one.
+    # Kafka's HW rule (docs/replication.md): the fetch that moves the HW still answers the old one.
     partition = leader_with({0, 1}, leo=0)
     partition.remote_replicas.pop(F2)
     partition.on_append(1, now_ms=1)
@@ -53,7 +53,7 @@ def test_new_leader_starts_from_its_own_hw_capped_by_leo() -> None:
 
 
 def test_caught_up_follower_outside_isr_holds_back_the_hw() -> None:
-    # Seed 000: a recovered follower that caught up within the lag counts before rejoining.
+    # Kafka's ISR rule: a recovered follower that caught up within the lag counts before rejoining.
     partition = leader_with({0}, leo=2, hw=2, now=0)
     partition.on_follower_fetch(F1, 2, now_ms=10)  # caught up: LEO == leader LEO
     partition.apply_isr(frozenset({0}), now_ms=10)  # its ISR expansion has not landed

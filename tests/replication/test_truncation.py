@@ -41,7 +41,7 @@ def test_matching_epoch_never_truncates_past_leo() -> None:
 
 
 def test_differing_epoch_truncates_and_asks_again() -> None:
-    # Seed 004: A holds epochs 0 and 2, B answers (epoch 1, end 1).
+    # Unclean-election divergence: A holds epochs 0 and 2, B answers (epoch 1, end 1).
     decision = follower_truncation(KIP279, cache((0, 0), (2, 1)), 2, 0, EpochEndOffset(1, 1))
     assert decision == TruncationDecision(1, False)
 

@@ -1,4 +1,4 @@
-"""Issue 26: an authorization matrix generated from the API registry.
+"""An authorization matrix generated from the API registry.
 
 Every API key the broker answers (`REGISTRY`) must have a row: either a matrix case,
 run here against a SASL_SSL broker with the ACL authorizer as three principals — bob
@@ -342,7 +342,7 @@ CASES = (
         lambda: list_latest(TOPIC, -1),
         lambda r: r.topics[0].partitions[0].error_code,
     ),
-    # The same, claiming to be replica 1: a claim changes nothing (finding 5).
+    # The same, claiming to be replica 1: a claim changes nothing (docs/security.md).
     Case(
         2, "DESCRIBE", lambda: list_latest(TOPIC, 1), lambda r: r.topics[0].partitions[0].error_code
     ),

@@ -1,4 +1,4 @@
-"""Who may do what on a secured broker, through four real clients (must-show 1).
+"""Who may do what on a secured broker, through four real clients (docs/security.md).
 
 One SASL_SSL broker with the ACL authorizer (`allow.everyone.if.no.acl.found=false`,
 `super.users=User:admin`). For confluent-kafka, kafka-python, aiokafka and kcat, each of

@@ -1,4 +1,4 @@
-"""Issue 26: the holes a review of the secured cluster found, each against a running
+"""The holes a review of the secured cluster found, each against a running
 cluster of real brokers.
 
 - DescribeConfigs never returns a password-type value (null, is_sensitive=true), for
@@ -190,7 +190,7 @@ def secrets_of(cluster: LocalCluster) -> list[str]:
     return [cluster.client_config["sasl.password"], PLAIN_SECRET, "listener-jaas-secret"]
 
 
-# --- finding 1 and 8: secrets -------------------------------------------------------------------
+# --- secrets ------------------------------------------------------------------------------------
 
 
 def test_password_keys_are_null_and_sensitive_in_describe_configs() -> None:
@@ -254,7 +254,7 @@ def test_scan_describe_configs_and_files_hold_no_readable_secret(
         assert stat.S_IMODE((cluster.data_dir / name).stat().st_mode) == 0o600
 
 
-# --- finding 5: ListOffsets with a replica id --------------------------------------------------
+# --- ListOffsets with a replica id -------------------------------------------------------------
 
 
 def list_latest(topic: str, replica_id: int) -> Any:
@@ -293,7 +293,7 @@ def test_list_offsets_claiming_a_replica_id_is_still_authorized(
     assert answer.topics[0].partitions[0].offset == 3
 
 
-# --- finding 2: internal topics ----------------------------------------------------------------
+# --- internal topics ---------------------------------------------------------------------------
 
 
 def test_clients_never_write_internal_topics_whatever_their_acls(
@@ -351,7 +351,7 @@ def test_clients_never_write_internal_topics_whatever_their_acls(
     assert fetched.topics[0].partitions[0].committed_offset == 2
 
 
-# --- finding 3: internal topics auto-created wrong ---------------------------------------------
+# --- internal topics auto-created wrong --------------------------------------------------------
 
 
 def test_metadata_auto_creates_internal_topics_with_their_own_settings(
@@ -416,7 +416,7 @@ def test_group_coordinator_uses_the_real_offsets_partition_count(
         assert fetched.topics[0].partitions[0].committed_offset == 2, group
 
 
-# --- finding 4: before authentication ----------------------------------------------------------
+# --- before authentication ---------------------------------------------------------------------
 
 PRE_AUTH_APIS = {18, 17, 36}  # ApiVersions, SaslHandshake, SaslAuthenticate
 
@@ -504,7 +504,7 @@ def test_before_authentication_only_sasl_apis_and_small_frames(
     )
 
 
-# --- finding 6: fetch sessions -----------------------------------------------------------------
+# --- fetch sessions ----------------------------------------------------------------------------
 
 
 def metric(cluster: LocalCluster, name: str) -> float:

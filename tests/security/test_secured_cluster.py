@@ -1,4 +1,4 @@
-"""A secured cluster under hostile or careless peers (must-shows 2 and 3, and bad input).
+"""A secured cluster under hostile or careless peers (docs/security.md).
 
 Three SASL_SSL brokers from `cluster_factory(3, security="sasl_ssl")`, inter-broker
 traffic as the super user `admin` (SCRAM-SHA-512), ACL authorizer with
@@ -234,7 +234,7 @@ def log_bytes(cluster: LocalCluster, broker_id: int, tp: TopicPartition) -> int:
     return sum(f.stat().st_size for f in directory.glob("*.log"))
 
 
-# --- must-show 2: a broker without the inter-broker credentials --------------------------------
+# --- a broker without the inter-broker credentials --------------------------------------------
 
 
 def start_rogue_broker(cluster: LocalCluster, broker_id: int) -> None:
@@ -352,7 +352,7 @@ def test_broker_without_inter_broker_credentials_cannot_join(
         time.sleep(0.5)
 
 
-# --- must-show 2: controller requests from clients -------------------------------------------
+# --- controller requests from clients ---------------------------------------------------------
 
 
 @dataclass
@@ -556,7 +556,7 @@ def _with_controller_epoch(wire: Any, delta: int) -> Any:
     )
 
 
-# --- must-show 3: SCRAM users come and go while the cluster runs ------------------------------
+# --- SCRAM users come and go while the cluster runs -------------------------------------------
 
 
 def test_scram_user_added_and_removed_without_restart(cluster_factory: ClusterFactory) -> None:

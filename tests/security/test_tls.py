@@ -445,7 +445,7 @@ def test_certificate_forms(pki: Pki, tmp_path: Path) -> None:
         ({"ssl.truststore.type": "PKCS12"}, "reads PEM only"),
         ({"ssl.client.auth": "always"}, "expected none, requested or required"),
         ({"ssl.enabled.protocols": "TLSv1.2,SSLv3"}, "'SSLv3' is not one of"),
-        # Issue 26: OpenSSL would enable TLSv1.1 and TLSv1.2 as well.
+        # OpenSSL would enable TLSv1.1 and TLSv1.2 as well.
         ({"ssl.enabled.protocols": "TLSv1,TLSv1.3"}, "leaves out TLSv1.1, TLSv1.2"),
         ({"ssl.endpoint.identification.algorithm": "ldaps"}, "expected https or empty"),
         ({"ssl.keystore.key": "x"}, "go together"),

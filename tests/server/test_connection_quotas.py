@@ -113,7 +113,7 @@ def test_broker_wide_limit_spares_the_inter_broker_listener() -> None:
 
 
 def test_the_only_listener_is_not_exempt_even_if_inter_broker() -> None:
-    """Issue 26: Kafka exempts the inter-broker listener only when there are several; on
+    """Kafka exempts the inter-broker listener only when there are several; on
     a one-listener broker (`cluster up --security`) the limits used to never apply."""
     quotas = ConnectionQuotas(
         ConnectionLimits(max_connections=2, max_connection_creation_rate=10),

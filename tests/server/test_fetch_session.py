@@ -179,7 +179,7 @@ def test_a_waiting_fetch_takes_only_the_partitions_changed_since_it_last_looked(
     assert list(nxt.to_read()) == [TPS[0], TPS[1], TPS[2]]
 
 
-# --- issue 26: sessions are guarded ------------------------------------------------------------
+# --- sessions are guarded (docs/security.md) ---------------------------------------------------
 
 
 def test_session_ids_are_random_not_sequential() -> None:

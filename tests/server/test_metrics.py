@@ -93,7 +93,7 @@ def test_metrics_off(cluster_factory: ClusterFactory) -> None:
 
 
 def test_topic_metrics_are_removed_when_the_topic_is_deleted() -> None:
-    """Issue 26: per-topic children used to stay exported after the topic was deleted."""
+    """Per-topic children used to stay exported after the topic was deleted."""
     from typing import Any, cast
 
     from prometheus_client import generate_latest

@@ -1,4 +1,4 @@
-"""The broker raises its open-files limit at start-up as far as it may (issue 14)."""
+"""The broker raises its open-files limit at start-up as far as it may (docs/scaling.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ReplicaManager with many partitions at once (issue 14): logs a LeaderAndIsr creates
+"""ReplicaManager with many partitions at once (docs/scaling.md): logs a LeaderAndIsr creates
 are opened together, and states whose log could not be created are retried together."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14, zero-copy: a chunked response reaches a real TCP peer byte for byte, through
+"""Zero-copy (docs/scaling.md): a chunked response reaches a real TCP peer byte for byte, through
 os.sendfile where the connection allows it and through a copy where it does not."""
 
 from __future__ import annotations

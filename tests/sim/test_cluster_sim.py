@@ -1,4 +1,4 @@
-"""The whole-cluster simulator: seed 001's scenarios end where the document says, random
+"""The whole-cluster simulator: the controller scenarios end as Kafka's design says, random
 schedules keep every invariant, and a deliberately broken rule is caught and shrunk."""
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_reassignment_follows_seed_001_table_and_ends_at_rar() -> None:
         key = (tuple(row["AR"]), row["leader"], tuple(sorted(row["isr"])))
         if not table or table[-1] != key:
             table.append(key)
-    # Seed 001: AR = OAR + RAR first, RAR joins the ISR, the leader moves into RAR with
+    # Kafka's reassignment: AR = OAR + RAR first, RAR joins the ISR, the leader moves into RAR with
     # the ISR cut to RAR, and AR becomes RAR last.
     assert table[0] == ((1, 2, 3), 1, (1, 2, 3))
     assert table[1] == ((1, 2, 3, 4, 5, 6), 1, (1, 2, 3))

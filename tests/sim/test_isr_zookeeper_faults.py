@@ -1,4 +1,4 @@
-"""Issue 29: the leader's ISR writes under lost ZooKeeper replies, and the controller's
+"""The leader's ISR writes under lost ZooKeeper replies, and the controller's
 preferred-replica decisions on ZooKeeper's ISR, in the whole-cluster simulator. Each
 test runs a schedule with the fix in place (no violation) and with the fix reverted
 (the explorer's checks catch it): the schedules are the explorer's shrunk finds."""
@@ -97,7 +97,7 @@ def test_explorer_finds_and_shrinks_fix_1_reverted(monkeypatch: pytest.MonkeyPat
     assert any("ZooKeeper's ISR" in v for v in violations_of(first.config, first.shrunk))
 
 
-# Seed 001's preferred election, with the preferred replica 0 rejoining the ISR while
+# Kafka's preferred replica election, with the preferred replica 0 rejoining the ISR while
 # the election request is already queued at the controller: the controller handles the
 # request before the ISR change notification.
 PREFERRED_CONFIG = ClusterConfig(topics=(("t", 1, 3),), min_insync_replicas=1)

@@ -1,4 +1,4 @@
-"""Must-show 1: a batch read of a topic equals what was produced."""
+"""A batch read of a topic equals what was produced."""
 
 from __future__ import annotations
 

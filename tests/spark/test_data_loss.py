@@ -1,4 +1,4 @@
-"""Must-show 4: failOnDataLoss=true fails with a clear message when offsets the query
+"""failOnDataLoss=true fails with a clear message when offsets the query
 still needs are gone; false skips ahead and goes on."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Must-show 4: a streaming query writing with the exactly-once sink is SIGKILLed
+"""A streaming query writing with the exactly-once sink is SIGKILLed
 mid-batch and restarted from its checkpoint; read read_committed, the output holds
 every input record exactly once. On local[2] and on the standalone cluster.
 

@@ -1,4 +1,4 @@
-"""Must-show 3: a streaming query keeps going through a leader SIGKILL.
+"""A streaming query keeps going through a leader SIGKILL.
 
 Needs the replicated Strandline cluster (tests/conftest.py's `cluster_factory`).
 """

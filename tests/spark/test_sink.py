@@ -1,4 +1,4 @@
-"""Must-show 5: the sink writes a DataFrame that a confluent-kafka consumer reads back;
+"""The sink writes a DataFrame that a confluent-kafka consumer reads back;
 keyed rows land on the partition Kafka's default (murmur2) partitioner chooses."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Must-show 2: a checkpointed stream, stopped and restarted while data arrives, sees
+"""A checkpointed stream, stopped and restarted while data arrives, sees
 every record exactly once; plus admission control, Trigger.AvailableNow, and topics and
 partitions that appear while a pattern subscription runs."""
 

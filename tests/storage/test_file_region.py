@@ -1,4 +1,4 @@
-"""Issue 14, zero-copy: `Log.read_region` names exactly the bytes `Log.read` returns,
+"""Zero-copy: `Log.read_region` names exactly the bytes `Log.read` returns,
 and the region stays readable (or fails loudly) whatever happens to the segment."""
 
 from __future__ import annotations

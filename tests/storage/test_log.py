@@ -428,7 +428,7 @@ def test_a_new_log_writes_its_empty_epoch_checkpoint_without_a_sync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Opening a new log used to write "no leader epochs" with two fsyncs: most of the
-    time a 1,000-partition topic took to create (issue 14). Nothing to lose there."""
+    time a 1,000-partition topic took to create (docs/scaling.md). Nothing to lose there."""
     synced: list[int] = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])

@@ -179,7 +179,7 @@ def test_only_logs_with_timed_work_are_scheduled_and_rolled_when_due(tmp_path: P
 def test_many_logs_are_created_side_by_side_and_one_failure_stays_its_own(
     tmp_path: Path,
 ) -> None:
-    """A LeaderAndIsr creating hundreds of logs opens them on a thread pool (issue 14):
+    """A LeaderAndIsr creating hundreds of logs opens them on a thread pool (docs/scaling.md):
     every log is usable, the dirs stay balanced, and a partition whose dir cannot be
     made gets its StorageError without failing the others."""
     dirs = [tmp_path / "d1", tmp_path / "d2"]
@@ -221,7 +221,7 @@ def _open_fds() -> int:
 
 def test_idle_logs_hold_one_descriptor_each(tmp_path: Path) -> None:
     """Index files are opened when first written (Kafka's lazy indexes): 10,000 idle
-    partitions must fit a 20,000-descriptor limit, created or loaded (issue 14)."""
+    partitions must fit a 20,000-descriptor limit, created or loaded (docs/scaling.md)."""
     tps = [TopicPartition("fd", p) for p in range(60)]
     before = _open_fds()
     mgr = manager([tmp_path / "d"])

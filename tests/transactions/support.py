@@ -1,4 +1,4 @@
-"""Helpers shared by the transaction tests (issue 15): the cluster settings, reading a
+"""Helpers shared by the transaction tests (docs/transactions.md): the cluster settings, reading a
 topic with each client under an isolation level, and the raw-wire lookups the clients
 do not expose (FindCoordinator for a transactional id)."""
 

@@ -1,4 +1,4 @@
-"""Issue 15, must-show 5: transactional requests with an unknown producer id or a wrong
+"""Bad input: transactional requests with an unknown producer id or a wrong
 epoch get Kafka's error codes (INVALID_PRODUCER_ID_MAPPING; PRODUCER_FENCED, or
 INVALID_PRODUCER_EPOCH for request versions older than KIP-588's), and none of them
 changes another producer's open transaction: it still commits and its records become

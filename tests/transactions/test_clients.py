@@ -1,4 +1,4 @@
-"""Issue 15, must-show 1: confluent-kafka, kafka-python and aiokafka each run a committed
+"""Transactions from three clients: confluent-kafka, kafka-python and aiokafka each run a committed
 transaction (records + consumer-group offsets), an aborted one, and a committed one after
 it; read_committed consumers of all three clients see every committed record exactly once
 and no aborted record, read_uncommitted sees both (the filter is real), and the group's

@@ -1,4 +1,4 @@
-"""Issue 15, coordinator failover: a transaction whose commit (and one whose abort) the
+"""Coordinator failover (docs/transactions.md): a transaction whose commit (and one whose abort) the
 coordinator has logged as prepared, but whose markers it could not write yet (the data
 partition's only replica is SIGSTOPped), is finished by the next coordinator after the
 first one is SIGKILLed: it loads PrepareCommit / PrepareAbort from `__transaction_state`

@@ -1,4 +1,4 @@
-"""Issue 15, must-show 2: a consume-transform-produce loop with confluent-kafka
+"""Exactly once through failover: a consume-transform-produce loop with confluent-kafka
 transactions keeps running while the input partition's leader, the output partition's
 leader and its transaction coordinator are SIGKILLed in turn (each restarted before the
 next kill); read_committed, the output holds every input record exactly once, and each

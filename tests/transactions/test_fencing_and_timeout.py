@@ -1,4 +1,4 @@
-"""Issue 15, must-show 3: a zombie producer (same transactional id, older epoch) is
+"""Fencing and timeout: a zombie producer (same transactional id, older epoch) is
 fenced, and its open transaction is aborted by the newer producer's InitProducerId; a
 transaction left open past `transaction.timeout.ms` is aborted by the coordinator, after
 which the last stable offset moves on and later committed data becomes readable."""

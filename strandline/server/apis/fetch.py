@@ -56,7 +56,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         for t in request.topics
         for p in t.partitions
     }
-    # Issue 26: authorized before a session is opened or a follower position recorded.
+    # Authorized before a session is opened or a follower position recorded.
     # A replica id without CLUSTER_ACTION is only a claim: no session, nothing recorded.
     if replica_id >= 0 and not cluster_authorized(ctx, AclOperation.CLUSTER_ACTION):
         refused = dict.fromkeys(requested, _DENIED)
@@ -117,7 +117,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     results = _collect(ctx, wanted, request.max_bytes, replica_id, held(), isolation)
     if replica_id >= 0:
         # A follower's fetch offset is its LEO; record it only after reading, so this
-        # response carries the HW from before the update (seed 004).
+        # response carries the HW from before the update (docs/replication.md).
         now = ctx.now_ms()
         for tp, w in wanted.items():
             if results[tp][0] == ErrorCode.none:
