@@ -1,4 +1,4 @@
-"""Issue 27 item 3: topic ids (KIP-516) in the ZooKeeper era, through real clients.
+"""Topic ids (KIP-516) in the ZooKeeper era, through real clients.
 
 Every topic gets a random id at creation, kept in its znode and in each partition dir's
 `partition.metadata`; Metadata answers it; it survives a controller failover and a
