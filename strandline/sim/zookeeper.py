@@ -58,8 +58,8 @@ from strandline.coordination.errors import (
     ZkVersionConflictError,
 )
 from strandline.coordination.zk_ops import CreateWrite, SetWrite, ZkWrite
-from strandline.coordination.zookeeper_client import ZooKeeperClient
 from strandline.coordination.znodes import Assignment, BrokerRegistration, LeaderAndIsr
+from strandline.coordination.zookeeper_client import ZooKeeperClient
 from strandline.storage.producer_state import (
     LATEST_PRODUCER_ID_BLOCK_ZNODE,
     ProducerIdBlock,
