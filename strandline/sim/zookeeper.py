@@ -39,11 +39,16 @@ import functools
 import random
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, Literal, NamedTuple, TypeAlias
 
+from kazoo.exceptions import BadVersionError as KazooBadVersion
 from kazoo.exceptions import ConnectionLoss as KazooConnectionLoss
+from kazoo.exceptions import NodeExistsError as KazooNodeExists
+from kazoo.exceptions import NoNodeError as KazooNoNode
+from kazoo.exceptions import NotEmptyError as KazooNotEmpty
+from kazoo.exceptions import SessionExpiredError as KazooSessionExpired
 
 from strandline.coordination import znodes
 from strandline.coordination.errors import (
@@ -55,6 +60,7 @@ from strandline.coordination.errors import (
 )
 from strandline.coordination.zk_ops import CreateWrite, SetWrite, ZkWrite
 from strandline.coordination.znodes import Assignment, BrokerRegistration, LeaderAndIsr
+from strandline.coordination.zookeeper_client import ZooKeeperClient
 from strandline.storage.producer_state import (
     LATEST_PRODUCER_ID_BLOCK_ZNODE,
     ProducerIdBlock,
@@ -93,26 +99,28 @@ __all__ = [
 
 
 class ZkError(Exception):
-    """Base of the simulated server's errors (kazoo's KazooException's role)."""
+    """Base of the simulated server's errors (kazoo's KazooException's role). Each error
+    ZooKeeper also raises is kazoo's class too, so the ZooKeeperClient contract's
+    `except NoNodeError` etc. catch the simulator's errors as they catch the server's."""
 
     def __init__(self, path: str, detail: str = "") -> None:
         self.path = path
         super().__init__(f"{path}: {detail}" if detail else path)
 
 
-class NoNode(ZkError):
+class NoNode(ZkError, KazooNoNode):
     """The znode (or, for a create, its parent) does not exist."""
 
 
-class NodeExists(ZkError):
+class NodeExists(ZkError, KazooNodeExists):
     """A create found the znode already there."""
 
 
-class BadVersion(ZkError):
+class BadVersion(ZkError, KazooBadVersion):
     """A conditional set/delete/check found another version."""
 
 
-class NotEmpty(ZkError):
+class NotEmpty(ZkError, KazooNotEmpty):
     """A non-recursive delete of a znode that has children."""
 
 
@@ -120,7 +128,7 @@ class NoChildrenForEphemerals(ZkError):
     """A create under an ephemeral znode (ZooKeeper forbids it)."""
 
 
-class SessionExpired(ZkError):
+class SessionExpired(ZkError, KazooSessionExpired):
     """The session has expired (or was closed); open a new one and register again."""
 
     def __init__(self, session_id: int) -> None:
@@ -904,6 +912,7 @@ class SimZkClient:
         rack: str | None = None,
         endpoints: Iterable[str] = (),
         stale_wait_s: float | None = None,
+        security_protocols: Mapping[str, str] | None = None,
     ) -> int:
         """Create the ephemeral /brokers/ids/<id>; returns the broker epoch (its czxid).
 
@@ -918,6 +927,7 @@ class SimZkClient:
             rack=rack,
             endpoints=tuple(endpoints),
             timestamp_ms=self.zk.now_ms(),
+            security_protocols=tuple(sorted((security_protocols or {}).items())),
         )
         path = znodes.broker_path(broker_id)
         try:
@@ -1469,3 +1479,13 @@ def _lossy(name: str) -> Callable[..., Any]:
 
 for _name in _LOSSY_REQUESTS:
     setattr(SimZkClient, _name, _lossy(_name))
+
+
+def _conforms(client: SimZkClient) -> ZooKeeperClient:
+    """Never called: mypy (`make lint`) proves here that both clients implement the one
+    ZooKeeper interface (the sim may import coordination; not the other way round)."""
+    from strandline.coordination.zk_client import ZkClient
+
+    real: ZooKeeperClient = ZkClient("")
+    assert real is not None
+    return client

@@ -299,7 +299,7 @@ def test_silent_client_is_cut_off_by_the_handshake_timeout(pki: Pki) -> None:
         return loop.time() - started
 
     elapsed = _run(_serve(server_context(_server_settings(pki)), body))
-    assert 1.5 < elapsed < 5.0
+    assert 1.5 < elapsed < 10.0  # the 2 s timeout, with room for a loaded machine
 
 
 def test_start_tls_after_a_plain_accept(pki: Pki) -> None:

@@ -127,7 +127,8 @@ def test_topic_deletion_waits_for_the_offline_broker() -> None:
 def test_explore_finds_no_violation() -> None:
     report = explore(300, seed=1000)
     assert report.violating_schedules == 0, report.violations[0].violations
-    assert report.schedules_per_minute > 2000
+    # Its speed is a benchmark's figure (bench/sim_explore.py, docs/replication.md), not
+    # a test's: on a loaded machine a floor here fails for the wrong reason.
 
 
 def test_ignoring_the_controller_epoch_is_caught_and_shrunk(
