@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from strandline.cli.local_cluster import ClusterError, LocalCluster, parse_signal
+from strandline.cli.local_cluster import ClusterError, LocalCluster, host_layout, parse_signal
 from strandline.faults.partition import describe
 
 app = typer.Typer(help="Run a local ZooKeeper + N-broker cluster.", no_args_is_help=True)
@@ -37,7 +37,15 @@ def _fail(exc: Exception) -> typer.Exit:
 @app.command("up")
 def up(
     data_dir: Path = DATA_DIR,
-    brokers: int = typer.Option(1, "--brokers", min=1, help="Number of brokers"),
+    brokers: int | None = typer.Option(
+        None, "--brokers", min=1, help="Number of brokers (default 1, or hosts x per host)"
+    ),
+    hosts: int | None = typer.Option(
+        None, "--hosts", min=1, help="Shape the brokers as this many hosts (broker.rack = host)"
+    ),
+    brokers_per_host: int | None = typer.Option(
+        None, "--brokers-per-host", min=1, help="Broker processes per host (with --hosts)"
+    ),
     config: list[str] = typer.Option(  # noqa: B008 - typer's idiom
         [], "--config", help="Broker setting key=value (repeatable), e.g. min.insync.replicas=2"
     ),
@@ -67,14 +75,17 @@ def up(
     if zookeeper_nodes not in (1, 3):
         raise _fail(ValueError(f"--zookeeper-nodes must be 1 or 3, not {zookeeper_nodes}"))
     try:
+        layout = host_layout(brokers, hosts, brokers_per_host)
         cluster = LocalCluster(data_dir).up(
-            brokers,
+            brokers or len(layout) or 1,
             parse_overrides(config),
             zk_connect=zookeeper,
             zookeeper_nodes=zookeeper_nodes,
             netns=netns,
             disk_limit_mb=disk_limit_mb,
             security=security,
+            hosts=hosts,
+            brokers_per_host=brokers_per_host,
         )
     except (ClusterError, OSError, RuntimeError, ValueError) as exc:
         raise _fail(exc) from exc
@@ -121,7 +132,7 @@ def status(data_dir: Path = DATA_DIR) -> None:
             )
         console.print(zookeepers)
     brokers = Table(title="Brokers")
-    for column in ("id", "address", "state", "broker epoch", "netns", "pid"):
+    for column in ("id", "address", "state", "broker epoch", "host", "netns", "pid"):
         brokers.add_column(column)
     for broker_id, broker in sorted(cluster.brokers.items()):
         live = broker_id in state.live_brokers
@@ -130,11 +141,14 @@ def status(data_dir: Path = DATA_DIR) -> None:
             state.live_brokers.get(broker_id, f"{broker.host}:{broker.port}"),
             "[green]live[/]" if live else "[red]down[/]",
             str(state.broker_epochs.get(broker_id, "")),
+            broker.host_name or "",
             broker.netns or "",
             str(broker.pid or ""),
         )
     for broker_id in sorted(set(state.live_brokers) - set(cluster.brokers)):
-        brokers.add_row(str(broker_id), state.live_brokers[broker_id], "[green]live[/]", "", "", "")
+        brokers.add_row(
+            str(broker_id), state.live_brokers[broker_id], "[green]live[/]", "", "", "", ""
+        )
     console.print(brokers)
     if cluster.netns_enabled:
         active = "; ".join(describe(f) for f in cluster.faults) or "none"
@@ -176,6 +190,19 @@ def kill(
     except (ClusterError, ValueError) as exc:
         raise _fail(exc) from exc
     console.print(f"sent SIG{sig.name.removeprefix('SIG')} to broker {broker}")
+
+
+@app.command("kill-host")
+def kill_host(
+    host: str = typer.Argument(..., help="Host name, e.g. host2 (clusters started with --hosts)"),
+    data_dir: Path = DATA_DIR,
+) -> None:
+    """SIGKILL every broker on one host at once, as when the machine loses power."""
+    try:
+        victims = LocalCluster.load(data_dir).kill_host(host)
+    except ClusterError as exc:
+        raise _fail(exc) from exc
+    console.print(f"killed brokers {', '.join(map(str, victims))} on {host}")
 
 
 @app.command("start")
