@@ -359,3 +359,110 @@ def free_disk(
     except (ClusterError, RuntimeError) as exc:
         raise _fail(exc) from exc
     console.print(f"broker {broker}'s log dir has space again")
+
+
+@app.command("rolling-restart")
+def rolling_restart(
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="A `cluster up` data dir: restart its brokers"
+    ),
+    zookeeper: str | None = typer.Option(
+        None,
+        "--zookeeper",
+        help="Brokers on hosts: the ensemble and chroot of their zookeeper.connect",
+    ),
+    restart_command: str | None = typer.Option(
+        None,
+        "--restart-command",
+        help="Shell command restarting one broker; {id}, {host}, {port} are filled in, e.g. "
+        "'ssh {host} systemctl restart strandline-broker@{id}'",
+    ),
+    brokers: str | None = typer.Option(
+        None, "--brokers", help="Comma-separated ids in order (default: all, controller last)"
+    ),
+    min_insync_replicas: int | None = typer.Option(
+        None,
+        "--min-insync-replicas",
+        min=1,
+        help="The brokers' static min.insync.replicas (default: from broker 1's "
+        "server.properties with --data-dir, else 1); topic and dynamic overrides are read "
+        "from ZooKeeper",
+    ),
+    timeout: float = typer.Option(
+        120.0, "--timeout", help="Seconds to wait for each broker to come back"
+    ),
+) -> None:
+    """Restart brokers one at a time: controlled shutdown, wait until the broker is back,
+    in every ISR and leading its preferred partitions, then the next. Refuses a broker
+    whose stop would leave a partition under min.insync.replicas."""
+    from strandline.cli.rolling_restart import (
+        CommandRestarter,
+        LocalRestarter,
+        Restarter,
+        Roller,
+        RollError,
+        broker_order,
+    )
+    from strandline.client.admin import AdminSettings
+
+    try:
+        if (data_dir is None) == (zookeeper is None):
+            raise ValueError("give either --data-dir (a local cluster) or --zookeeper (hosts)")
+        restarter: Restarter
+        settings = AdminSettings("strandline-rolling-restart")
+        if data_dir is not None:
+            cluster = LocalCluster.load(data_dir)
+            if cluster.zk_connect is None:
+                raise ClusterError(f"the cluster in {data_dir} has no ZooKeeper connect string")
+            zk_connect = cluster.zk_connect
+            restarter = LocalRestarter(cluster)
+            if cluster.client_config:
+                settings = AdminSettings.from_properties(
+                    cluster.client_config, "strandline-rolling-restart"
+                )
+            if min_insync_replicas is None and cluster.brokers:
+                static = _read_setting(cluster.config_path(min(cluster.brokers)), MIN_ISR)
+                min_insync_replicas = int(static) if static else None
+        else:
+            assert zookeeper is not None
+            zk_connect = zookeeper
+        if restart_command is not None:
+            restarter = CommandRestarter(restart_command, timeout)
+        elif data_dir is None:
+            raise ValueError("--zookeeper needs --restart-command (how to restart one broker)")
+        roller = Roller(
+            zk_connect,
+            restarter,
+            min_insync_replicas or 1,
+            settings,
+            timeout_s=timeout,
+            say=console.print,
+        )
+        state, _ = roller.status()
+        order = (
+            [int(b) for b in brokers.split(",") if b.strip()]
+            if brokers
+            else broker_order(state.live_brokers, state.controller)
+        )
+        if not order:
+            raise ClusterError("no live brokers registered in ZooKeeper")
+        rolls = roller.roll(order)
+    except (ClusterError, RollError, OSError, ValueError) as exc:
+        raise _fail(exc) from exc
+    summary = ", ".join(f"{r.broker_id}: {r.back_s:.1f}s" for r in rolls)
+    console.print(f"rolled {len(rolls)} brokers ({summary})")
+
+
+MIN_ISR = "min.insync.replicas"
+
+
+def _read_setting(path: Path, key: str) -> str | None:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        name, sep, value = line.partition("=")
+        if sep and name.strip() == key:
+            return value.strip()
+    return None
