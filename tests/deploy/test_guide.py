@@ -121,14 +121,12 @@ class Hosts:
             me = f"{self.network.spec.ip(host)} {socket.gethostname()}\n"
             (etc / "hosts").write_text(f"127.0.0.1 localhost\n{names}{me}")
         self.shims.mkdir()
-        cases = "\n".join(
-            f"  {h}) ns={self.ns(h)}; n={h.removeprefix('host')} ;;" for h in HOSTS
-        )
+        cases = "\n".join(f"  {h}) ns={self.ns(h)}; n={h.removeprefix('host')} ;;" for h in HOSTS)
         ssh = self.shims / "ssh"
         ssh.write_text(
             "#!/bin/bash\n"
             "# ssh HOST COMMAND...: COMMAND in HOST's namespace, with HOST's settings.\n"
-            'host=$1; shift\ncase $host in\n'
+            "host=$1; shift\ncase $host in\n"
             f'{cases}\n  *) echo "ssh: unknown host $host" >&2; exit 255 ;;\nesac\n'
             f'exec ip netns exec "$ns" env N=$n ZK_CONF={self.root}/zk-$n/conf '
             f'ZK_DATA={self.root}/zk-$n/data bash -c "$*"\n'
@@ -193,7 +191,8 @@ def test_the_guide_runs_on_three_hosts(tmp_path: Path) -> None:
             targets = HOSTS if block.where == "each-host" else [block.where]
             # An operator works on the hosts side by side (one terminal each).
             with ThreadPoolExecutor(len(targets)) as pool:
-                outs = pool.map(lambda h: hosts.run(h, f"{prelude}\n{block.text}"), targets)
+                script = f"{prelude}\n{block.text}"
+                outs = pool.map(lambda h, s=script: hosts.run(h, s), targets)
                 outputs.append((block, "".join(outs)))
     finally:
         logs = sorted((tmp_path / "data").glob("broker-*/logs/broker.out"))
