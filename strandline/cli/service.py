@@ -83,10 +83,12 @@ def start_broker(config: Path, timeout_s: float) -> int:
         except (OSError, ValueError, KeyError):
             pass
         time.sleep(0.1)
+    # Half-started is the worst state to leave a host in: stop it, say why.
+    stop_broker(config, timeout_s=10.0)
     raise ServiceError(
         f"broker {cfg.broker_id} did not answer Metadata on "
-        f"{cfg.advertised_host}:{cfg.advertised_port} within {timeout_s:g}s (still running "
-        f"as pid {process.pid}); tail of {out_path}:\n{tail(out_path)}"
+        f"{cfg.advertised_host}:{cfg.advertised_port} within {timeout_s:g}s, so it was "
+        f"stopped again; tail of {out_path}:\n{tail(out_path)}"
     )
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from strandline.cli.local_cluster import LocalCluster, host_layout
+from strandline.cli.local_cluster import ClusterError, LocalCluster, host_layout
 from tests.cli.support import tool
 from tests.cluster.support import create_topic, wait_until
 from tests.faults.test_netns_cluster import SETTINGS, PacedProducer, assert_nothing_acked_lost
 
 _run, _ok, fails = tool("cluster", "up")
+_run_kill, _ok_kill, fails_kill = tool("cluster", "kill-host")
 
 
 def test_brokers_must_equal_hosts_times_brokers_per_host(tmp_path: Path) -> None:
@@ -38,6 +39,7 @@ def test_brokers_must_equal_hosts_times_brokers_per_host(tmp_path: Path) -> None
     }  # fmt: skip
     assert host_layout(6, 3, 2) == host_layout(None, 3, 2)
     assert host_layout(4, None, None) == {}
+    assert "no cluster in" in fails_kill("host1", "--data-dir", str(tmp_path / "c"))
 
 
 def test_losing_a_whole_host_loses_nothing_acknowledged(tmp_path: Path) -> None:
@@ -74,6 +76,8 @@ def test_losing_a_whole_host_loses_nothing_acknowledged(tmp_path: Path) -> None:
         with PacedProducer(cluster, "hosts") as writer:
             wait_until("acknowledged writes", lambda: len(writer.acked) > 100)
             killed_at = time.monotonic()
+            with pytest.raises(ClusterError, match="no host 'host9'; hosts: host1, host2, host3"):
+                cluster.kill_host("host9")
             victims = cluster.kill_host("host2")
             assert victims == [3, 4] and not any(cluster.is_running(b) for b in victims)
 
