@@ -66,7 +66,11 @@ def test_losing_a_whole_host_loses_nothing_acknowledged(tmp_path: Path) -> None:
         racks = {node.id: node.rack for node in admin.describe_cluster().result(10).nodes}
         assert racks == {1: "host1", 2: "host1", 3: "host2", 4: "host2", 5: "host3", 6: "host3"}
 
+        # Network faults name hosts, not brokers, in a host-shaped cluster.
+        with pytest.raises(ClusterError, match="unknown node.*nodes are host1, host2, host3, zk1"):
+            cluster.isolate("3")
         create_topic(cluster, "hosts", 6, 3, min_insync_replicas="2")
+
         host_of = {b: p.host_name for b, p in cluster.brokers.items()}
         for p in cluster.status().partitions:
             if p.tp.topic == "hosts":
