@@ -26,6 +26,7 @@ from typing import Protocol
 from kazoo.handlers.threading import KazooTimeoutError
 from kio.schema.errors import ErrorCode
 
+from strandline.cli.admin import elect_leaders
 from strandline.cli.local_cluster import (
     ClusterError,
     ClusterStatus,
@@ -221,8 +222,6 @@ class Roller:
             return 0
         bootstrap = ",".join(self.status()[0].live_brokers.values())
         with BlockingAdmin(bootstrap, self.admin_settings) as admin:
-            from strandline.cli.admin import elect_leaders
-
             results = elect_leaders(admin, PREFERRED_ELECTION, pending)
         failed = {
             tp: code

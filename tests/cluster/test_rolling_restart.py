@@ -50,6 +50,13 @@ def test_a_broker_is_refused_when_a_partition_would_go_under_min_isr() -> None:
     assert broker_order({3: "", 1: "", 2: ""}, controller=2) == [1, 3, 2]
 
 
+def test_bad_invocations_get_one_clear_line(tmp_path: object) -> None:
+    assert "give either --data-dir" in fails()
+    assert "give either --data-dir" in fails("--data-dir", "x", "--zookeeper", "h:1")
+    assert "--zookeeper needs --restart-command" in fails("--zookeeper", "127.0.0.1:1/x")
+    assert "no cluster in" in fails("--data-dir", str(tmp_path))
+
+
 class GroupReader:
     """A consumer-group member reading the topic in the background, as an application
     would during the roll."""
