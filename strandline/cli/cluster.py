@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from strandline.cli.local_cluster import ClusterError, LocalCluster, parse_signal
+from strandline.cli.local_cluster import ClusterError, LocalCluster, host_layout, parse_signal
 from strandline.faults.partition import describe
 
 app = typer.Typer(help="Run a local ZooKeeper + N-broker cluster.", no_args_is_help=True)
@@ -37,7 +37,15 @@ def _fail(exc: Exception) -> typer.Exit:
 @app.command("up")
 def up(
     data_dir: Path = DATA_DIR,
-    brokers: int = typer.Option(1, "--brokers", min=1, help="Number of brokers"),
+    brokers: int | None = typer.Option(
+        None, "--brokers", min=1, help="Number of brokers (default 1, or hosts x per host)"
+    ),
+    hosts: int | None = typer.Option(
+        None, "--hosts", min=1, help="Shape the brokers as this many hosts (broker.rack = host)"
+    ),
+    brokers_per_host: int | None = typer.Option(
+        None, "--brokers-per-host", min=1, help="Broker processes per host (with --hosts)"
+    ),
     config: list[str] = typer.Option(  # noqa: B008 - typer's idiom
         [], "--config", help="Broker setting key=value (repeatable), e.g. min.insync.replicas=2"
     ),
@@ -67,14 +75,17 @@ def up(
     if zookeeper_nodes not in (1, 3):
         raise _fail(ValueError(f"--zookeeper-nodes must be 1 or 3, not {zookeeper_nodes}"))
     try:
+        layout = host_layout(brokers, hosts, brokers_per_host)
         cluster = LocalCluster(data_dir).up(
-            brokers,
+            brokers or len(layout) or 1,
             parse_overrides(config),
             zk_connect=zookeeper,
             zookeeper_nodes=zookeeper_nodes,
             netns=netns,
             disk_limit_mb=disk_limit_mb,
             security=security,
+            hosts=hosts,
+            brokers_per_host=brokers_per_host,
         )
     except (ClusterError, OSError, RuntimeError, ValueError) as exc:
         raise _fail(exc) from exc
@@ -121,7 +132,7 @@ def status(data_dir: Path = DATA_DIR) -> None:
             )
         console.print(zookeepers)
     brokers = Table(title="Brokers")
-    for column in ("id", "address", "state", "broker epoch", "netns", "pid"):
+    for column in ("id", "address", "state", "broker epoch", "host", "netns", "pid"):
         brokers.add_column(column)
     for broker_id, broker in sorted(cluster.brokers.items()):
         live = broker_id in state.live_brokers
@@ -130,11 +141,14 @@ def status(data_dir: Path = DATA_DIR) -> None:
             state.live_brokers.get(broker_id, f"{broker.host}:{broker.port}"),
             "[green]live[/]" if live else "[red]down[/]",
             str(state.broker_epochs.get(broker_id, "")),
+            broker.host_name or "",
             broker.netns or "",
             str(broker.pid or ""),
         )
     for broker_id in sorted(set(state.live_brokers) - set(cluster.brokers)):
-        brokers.add_row(str(broker_id), state.live_brokers[broker_id], "[green]live[/]", "", "", "")
+        brokers.add_row(
+            str(broker_id), state.live_brokers[broker_id], "[green]live[/]", "", "", "", ""
+        )
     console.print(brokers)
     if cluster.netns_enabled:
         active = "; ".join(describe(f) for f in cluster.faults) or "none"
@@ -176,6 +190,19 @@ def kill(
     except (ClusterError, ValueError) as exc:
         raise _fail(exc) from exc
     console.print(f"sent SIG{sig.name.removeprefix('SIG')} to broker {broker}")
+
+
+@app.command("kill-host")
+def kill_host(
+    host: str = typer.Argument(..., help="Host name, e.g. host2 (clusters started with --hosts)"),
+    data_dir: Path = DATA_DIR,
+) -> None:
+    """SIGKILL every broker on one host at once, as when the machine loses power."""
+    try:
+        victims = LocalCluster.load(data_dir).kill_host(host)
+    except ClusterError as exc:
+        raise _fail(exc) from exc
+    console.print(f"killed brokers {', '.join(map(str, victims))} on {host}")
 
 
 @app.command("start")
@@ -332,3 +359,110 @@ def free_disk(
     except (ClusterError, RuntimeError) as exc:
         raise _fail(exc) from exc
     console.print(f"broker {broker}'s log dir has space again")
+
+
+@app.command("rolling-restart")
+def rolling_restart(
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="A `cluster up` data dir: restart its brokers"
+    ),
+    zookeeper: str | None = typer.Option(
+        None,
+        "--zookeeper",
+        help="Brokers on hosts: the ensemble and chroot of their zookeeper.connect",
+    ),
+    restart_command: str | None = typer.Option(
+        None,
+        "--restart-command",
+        help="Shell command restarting one broker; {id}, {host}, {port} are filled in, e.g. "
+        "'ssh {host} systemctl restart strandline-broker@{id}'",
+    ),
+    brokers: str | None = typer.Option(
+        None, "--brokers", help="Comma-separated ids in order (default: all, controller last)"
+    ),
+    min_insync_replicas: int | None = typer.Option(
+        None,
+        "--min-insync-replicas",
+        min=1,
+        help="The brokers' static min.insync.replicas (default: from broker 1's "
+        "server.properties with --data-dir, else 1); topic and dynamic overrides are read "
+        "from ZooKeeper",
+    ),
+    timeout: float = typer.Option(
+        120.0, "--timeout", help="Seconds to wait for each broker to come back"
+    ),
+) -> None:
+    """Restart brokers one at a time: controlled shutdown, wait until the broker is back,
+    in every ISR and leading its preferred partitions, then the next. Refuses a broker
+    whose stop would leave a partition under min.insync.replicas."""
+    from strandline.cli.rolling_restart import (
+        CommandRestarter,
+        LocalRestarter,
+        Restarter,
+        Roller,
+        RollError,
+        broker_order,
+    )
+    from strandline.client.admin import AdminSettings
+
+    try:
+        if (data_dir is None) == (zookeeper is None):
+            raise ValueError("give either --data-dir (a local cluster) or --zookeeper (hosts)")
+        restarter: Restarter
+        settings = AdminSettings("strandline-rolling-restart")
+        if data_dir is not None:
+            cluster = LocalCluster.load(data_dir)
+            if cluster.zk_connect is None:
+                raise ClusterError(f"the cluster in {data_dir} has no ZooKeeper connect string")
+            zk_connect = cluster.zk_connect
+            restarter = LocalRestarter(cluster)
+            if cluster.client_config:
+                settings = AdminSettings.from_properties(
+                    cluster.client_config, "strandline-rolling-restart"
+                )
+            if min_insync_replicas is None and cluster.brokers:
+                static = _read_setting(cluster.config_path(min(cluster.brokers)), MIN_ISR)
+                min_insync_replicas = int(static) if static else None
+        else:
+            assert zookeeper is not None
+            zk_connect = zookeeper
+        if restart_command is not None:
+            restarter = CommandRestarter(restart_command, timeout)
+        elif data_dir is None:
+            raise ValueError("--zookeeper needs --restart-command (how to restart one broker)")
+        roller = Roller(
+            zk_connect,
+            restarter,
+            min_insync_replicas or 1,
+            settings,
+            timeout_s=timeout,
+            say=console.print,
+        )
+        state, _ = roller.status()
+        order = (
+            [int(b) for b in brokers.split(",") if b.strip()]
+            if brokers
+            else broker_order(state.live_brokers, state.controller)
+        )
+        if not order:
+            raise ClusterError("no live brokers registered in ZooKeeper")
+        rolls = roller.roll(order)
+    except (ClusterError, RollError, OSError, ValueError) as exc:
+        raise _fail(exc) from exc
+    summary = ", ".join(f"{r.broker_id}: {r.back_s:.1f}s" for r in rolls)
+    console.print(f"rolled {len(rolls)} brokers ({summary})")
+
+
+MIN_ISR = "min.insync.replicas"
+
+
+def _read_setting(path: Path, key: str) -> str | None:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        name, sep, value = line.partition("=")
+        if sep and name.strip() == key:
+            return value.strip()
+    return None

@@ -21,6 +21,12 @@ With `netns=True` every broker and ZooKeeper server runs inside its own network
 namespace (`strandline.faults.netns`) with its own IP, on fixed ports (9092, 2181): that
 is what lets `partition`, `isolate`, `one_way` and `from_zookeeper` cut links between
 nodes with nftables while clients in the root namespace still reach every node.
+
+Host-shaped clusters (`hosts=H, brokers_per_host=M`) stand for H machines running M
+broker processes each: brokers 1..M are on host1, M+1..2M on host2, and so on; every
+broker's `broker.rack` is its host's name, so rack-aware assignment puts a partition's
+replicas on different hosts. With netns a host is one namespace (one IP) and its
+brokers listen on 9092, 9093, ...
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from strandline.coordination.zookeeper_server import (
 )
 from strandline.faults import disk
 from strandline.faults import partition as faults
-from strandline.faults.netns import ClusterNetwork, NetworkError, NetworkSpec
+from strandline.faults.netns import MAX_HOSTS, ClusterNetwork, NetworkError, NetworkSpec
 from strandline.types import TopicPartition
 
 CLUSTER_FILE = "cluster.json"
@@ -104,6 +110,7 @@ class BrokerProcess:
     ip: str | None = None  # its namespace's address; None: it listens on 127.0.0.1
     netns: str | None = None
     metrics_port: int | None = None  # None: metrics.port=0 was asked for (metrics off)
+    host_name: str | None = None  # host-shaped clusters: the host it runs on (its rack)
 
     @property
     def host(self) -> str:
@@ -265,6 +272,8 @@ class LocalCluster:
         netns: bool = False,
         disk_limit_mb: int | None = None,
         security: str = "plaintext",
+        hosts: int | None = None,
+        brokers_per_host: int | None = None,
     ) -> LocalCluster:
         """Start ZooKeeper (unless `zk_connect` names an external one, chroot included)
         and brokers 1..n; return once every broker answers Metadata listing itself.
@@ -275,7 +284,10 @@ class LocalCluster:
         `fill_disk` can give one broker a really full disk (needs root).
         `security` (ssl, sasl_plaintext, sasl_ssl) secures the listener, turns the ACL
         authorizer on and creates an admin super user (`cluster_security.py`).
+        `hosts` and `brokers_per_host` shape the brokers as hosts (see the module doc);
+        `n_brokers` must then equal their product.
         """
+        host_of = host_layout(n_brokers, hosts, brokers_per_host)
         if n_brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if zookeeper_nodes < 1:
@@ -292,7 +304,10 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
             if netns:
-                nodes = [str(b) for b in range(1, n_brokers + 1)]
+                if host_of:
+                    nodes = sorted(set(host_of.values()))
+                else:
+                    nodes = [str(b) for b in range(1, n_brokers + 1)]
                 nodes += [f"zk{z}" for z in range(1, zookeeper_nodes + 1)]
                 try:
                     self.network = ClusterNetwork.for_data_dir(self.data_dir, nodes)
@@ -304,7 +319,19 @@ class LocalCluster:
             else:
                 self.zk_connect = zk_connect
             for broker_id in range(1, n_brokers + 1):
-                if self.network is not None:
+                host_name = host_of.get(broker_id)
+                if host_name is not None and self.network is not None:
+                    # Brokers sharing a host share its IP: the k-th one takes port 9092+k.
+                    slot = sum(1 for b, h in host_of.items() if h == host_name and b < broker_id)
+                    spec = self.network.spec
+                    broker = BrokerProcess(
+                        broker_id,
+                        NETNS_BROKER_PORT + slot,
+                        ip=spec.ip(host_name),
+                        netns=spec.netns(host_name),
+                        metrics_port=NETNS_METRICS_PORT + slot,
+                    )
+                elif self.network is not None:
                     spec = self.network.spec
                     broker = BrokerProcess(
                         broker_id,
@@ -315,6 +342,7 @@ class LocalCluster:
                     )
                 else:
                     broker = BrokerProcess(broker_id, free_port(), metrics_port=free_port())
+                broker.host_name = host_name
                 if (broker_overrides or {}).get("metrics.port") in ("", "0"):
                     broker.metrics_port = None  # metrics asked off (the overhead bench)
                 self.brokers[broker_id] = broker
@@ -427,6 +455,8 @@ class LocalCluster:
             "strandline.logs.dir": str(broker_dir / "logs"),
             "metrics.port": str(broker.metrics_port or 0),
         }
+        if broker.host_name is not None:
+            settings["broker.rack"] = broker.host_name
         if self.security is not None:
             settings.update(
                 self.security.broker_settings(broker_id, host, port, sorted(self.brokers))
@@ -537,6 +567,34 @@ class LocalCluster:
         else:
             _signal_group(broker.pid, sig)
 
+    def hosts(self) -> dict[str, list[int]]:
+        """Host name -> its broker ids (empty unless the cluster is host-shaped)."""
+        by_host: dict[str, list[int]] = {}
+        for broker_id, broker in sorted(self.brokers.items()):
+            if broker.host_name is not None:
+                by_host.setdefault(broker.host_name, []).append(broker_id)
+        return by_host
+
+    def kill_host(self, host_name: str) -> list[int]:
+        """SIGKILL every broker on one host at the same moment (a machine losing power);
+        returns their ids once all are gone."""
+        victims = self.hosts().get(host_name)
+        if not victims:
+            known = ", ".join(self.hosts()) or "none (start with --hosts)"
+            raise ClusterError(f"no host {host_name!r}; hosts: {known}")
+        pids = [self.brokers[b].pid for b in victims if self.brokers[b].pid is not None]
+        for pid in pids:
+            assert pid is not None
+            _signal_group(pid, signal.SIGKILL)
+        for broker_id in victims:
+            if self.brokers[broker_id].pid is not None:
+                self.kill(broker_id, signal.SIGKILL)
+        return victims
+
+    def network_node(self, broker_id: int) -> str:
+        """The network node a broker sits in: its host in a host-shaped cluster."""
+        return self.brokers[broker_id].host_name or str(broker_id)
+
     def _terminate(self, pgid: int) -> None:
         _signal_group(pgid, signal.SIGTERM)
         _signal_group(pgid, signal.SIGCONT)  # a SIGSTOPped broker must see its TERM
@@ -644,6 +702,7 @@ class LocalCluster:
                     "netns": broker.netns,
                     "metrics_port": broker.metrics_port,
                     "metrics_url": broker.metrics_url,
+                    "host": broker.host_name,
                     "config": str(self.config_path(broker_id)),
                     "log": str(self.broker_out(broker_id)),
                 }
@@ -716,6 +775,7 @@ class LocalCluster:
                 ip=info.get("ip"),
                 netns=info.get("netns"),
                 metrics_port=info.get("metrics_port"),
+                host_name=info.get("host"),
             )
         return cluster
 
@@ -837,7 +897,7 @@ class LocalCluster:
 
     def from_zookeeper(self, broker_id: int) -> None:
         """The broker can't reach any ZooKeeper server, but reaches brokers and clients."""
-        self._add_fault(faults.from_zookeeper_fault(str(broker_id)))
+        self._add_fault(faults.from_zookeeper_fault(self.network_node(broker_id)))
 
     def heal(self) -> None:
         """Remove every network fault."""
@@ -881,7 +941,7 @@ class LocalCluster:
             raise ClusterError(f"no broker {broker_id} in {self.data_dir}")
         session_s = self._session_timeout_ms(broker_id) / 1000
         hold_s = session_s + EXPIRY_MARGIN_S if timeout_s is None else timeout_s
-        fault = faults.from_zookeeper_fault(str(broker_id))
+        fault = faults.from_zookeeper_fault(self.network_node(broker_id))
         added = False
         if self.network is not None:
             if fault not in self.faults:
@@ -926,6 +986,30 @@ class LocalCluster:
         except (OSError, ValueError):
             pass
         return DEFAULT_SESSION_TIMEOUT_MS
+
+
+def host_layout(
+    n_brokers: int | None, hosts: int | None, brokers_per_host: int | None
+) -> dict[int, str]:
+    """Broker id -> host name ("host1", ...) for a host-shaped cluster, {} otherwise.
+    `n_brokers`, when given, must equal hosts x brokers_per_host."""
+    if hosts is None and brokers_per_host is None:
+        return {}
+    if hosts is None or brokers_per_host is None:
+        raise ValueError("--hosts and --brokers-per-host go together")
+    if not 1 <= hosts <= MAX_HOSTS:
+        raise ValueError(f"--hosts must be 1..{MAX_HOSTS}, not {hosts}")
+    if brokers_per_host < 1:
+        raise ValueError(f"--brokers-per-host must be at least 1, not {brokers_per_host}")
+    if n_brokers is not None and n_brokers != hosts * brokers_per_host:
+        raise ValueError(
+            f"--brokers {n_brokers} does not match --hosts {hosts} x --brokers-per-host "
+            f"{brokers_per_host} = {hosts * brokers_per_host}; give the same number or "
+            "leave --brokers out"
+        )
+    return {
+        b: f"host{(b - 1) // brokers_per_host + 1}" for b in range(1, hosts * brokers_per_host + 1)
+    }
 
 
 def read_cluster_status(zk: ZkClient) -> ClusterStatus:

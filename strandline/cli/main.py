@@ -22,6 +22,7 @@ from strandline.cli import (
     groups,
     log_dirs,
     perf,
+    service,
     sim,
     state_change_log,
     topics,
@@ -52,6 +53,7 @@ app.add_typer(chaos.app, name="chaos")
 app.add_typer(state_change_log.app, name="state-change-log")
 app.add_typer(perf.app, name="perf")
 app.add_typer(transactions.app, name="transactions")
+app.add_typer(service.app, name="service")
 
 
 def main() -> None:

@@ -28,6 +28,8 @@ from pathlib import Path
 SUBNET_PREFIX = "10.231"
 BROKER_HOST_BASE = 10  # broker k -> .(10+k)
 ZK_HOST_BASE = 200  # ZooKeeper server k -> .(200+k)
+HOST_BASE = 190  # host k of a host-shaped cluster (several brokers each) -> .(190+k)
+MAX_HOSTS = 9
 IFNAMSIZ = 15  # Linux interface names are at most 15 characters
 INSTALL_HINT = "install iproute2 and nftables (`make system-deps`) and run as root"
 
@@ -61,12 +63,18 @@ def cluster_tag(data_dir: Path | str) -> str:
 
 
 def node_host_number(node: str) -> int:
-    """The last octet of a node's address: brokers "k" -> 10+k, ZooKeeper "zkk" -> 200+k."""
+    """The last octet of a node's address: brokers "k" -> 10+k, ZooKeeper "zkk" -> 200+k,
+    hosts "hostk" -> 190+k."""
     if node.startswith("zk") and node[2:].isdigit() and 1 <= int(node[2:]) <= 50:
         return ZK_HOST_BASE + int(node[2:])
+    if node.startswith("host") and node[4:].isdigit() and 1 <= int(node[4:]) <= MAX_HOSTS:
+        return HOST_BASE + int(node[4:])
     if node.isdigit() and 1 <= int(node) <= 180:
         return BROKER_HOST_BASE + int(node)
-    raise ValueError(f"bad node name {node!r}: brokers are '1'..'180', ZooKeeper 'zk1'..'zk50'")
+    raise ValueError(
+        f"bad node name {node!r}: brokers are '1'..'180', ZooKeeper 'zk1'..'zk50', "
+        f"hosts 'host1'..'host{MAX_HOSTS}'"
+    )
 
 
 def _used_subnets() -> list[ipaddress.IPv4Network]:
