@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # the rest is `pure` and runs with `make test-fast`.
 # Modules that start brokers, a peer broker or namespaces without the fixtures below.
 _TIERS = ("pure", "cluster", "spark", "browser", "root")
-_TIER_BY_FOLDER = {"spark": "spark", "faults": "root", "chaos": "root"}
+_TIER_BY_FOLDER = {"spark": "spark", "faults": "root", "chaos": "root", "deploy": "root"}
 _TIER_BY_MODULE = {
     "test_console_browser.py": "browser",
     "test_checker.py": "pure",
@@ -42,6 +42,9 @@ _TIER_BY_MODULE = {
     "test_reassignment_failover.py": "cluster",
     "test_client_groups.py": "cluster",
     "test_kcat_group.py": "cluster",
+    "test_service.py": "cluster",
+    "test_rolling_restart.py": "cluster",
+    "test_units.py": "pure",
 }
 _CLUSTER_FIXTURES = {"zookeeper", "zk_connect", "cluster_factory"}
 
