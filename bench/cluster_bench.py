@@ -44,9 +44,9 @@ from bench.workloads import (  # noqa: E402
     local_cluster,
     produce_throughput,
 )
-from strandline.cli.local_cluster import LocalCluster, answers_metadata  # noqa: E402
 from strandline.coordination import znodes  # noqa: E402
 from strandline.coordination.zk_client import ZkClient  # noqa: E402
+from strandline.launcher.local_cluster import LocalCluster, answers_metadata  # noqa: E402
 from strandline.types import TopicPartition  # noqa: E402
 
 BROKERS = 3

@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from strandline.cli.local_cluster import LocalCluster  # noqa: E402
+from strandline.launcher.local_cluster import LocalCluster  # noqa: E402
 
 PARTITIONS = 12
 HEARTBEAT_MS = 500

@@ -36,7 +36,7 @@ from rich.table import Table  # noqa: E402
 
 from bench.targets import STRANDLINE_BENCH_OVERRIDES  # noqa: E402
 from bench.workloads import create_topic, produce_throughput  # noqa: E402
-from strandline.cli.local_cluster import LocalCluster  # noqa: E402
+from strandline.launcher.local_cluster import LocalCluster  # noqa: E402
 
 
 @contextmanager

@@ -74,8 +74,8 @@ from bench.workloads import (  # noqa: E402
     local_cluster,
     produce_throughput,
 )
-from strandline.cli.local_cluster import LocalCluster  # noqa: E402
 from strandline.coordination.zk_client import ZkClient  # noqa: E402
+from strandline.launcher.local_cluster import LocalCluster  # noqa: E402
 from strandline.testing.tansu import tansu_broker  # noqa: E402
 
 BROKERS = 3

@@ -49,9 +49,9 @@ from bench.workloads import (  # noqa: E402
     percentile,
     produce_throughput,
 )
-from strandline.cli.local_cluster import LocalCluster  # noqa: E402
 from strandline.client.connection import KafkaConnection  # noqa: E402
 from strandline.client.security import ClientSecurity  # noqa: E402
+from strandline.launcher.local_cluster import LocalCluster  # noqa: E402
 
 MODES = ("plaintext", "sasl_ssl")
 RECORD = 1024

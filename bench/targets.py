@@ -37,7 +37,7 @@ STRANDLINE_BENCH_OVERRIDES: dict[str, str] = {
 @contextlib.contextmanager
 def strandline() -> Iterator[str]:
     """One Strandline broker (plus its embedded ZooKeeper) via the project's LocalCluster."""
-    from strandline.cli.local_cluster import LocalCluster
+    from strandline.launcher.local_cluster import LocalCluster
 
     with tempfile.TemporaryDirectory(prefix="strandline-bench-") as data_dir:
         cluster = LocalCluster(Path(data_dir))

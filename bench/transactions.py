@@ -43,7 +43,7 @@ from bench.workloads import (  # noqa: E402
     local_cluster,
     percentile,
 )
-from strandline.cli.local_cluster import LocalCluster  # noqa: E402
+from strandline.launcher.local_cluster import LocalCluster  # noqa: E402
 
 BROKERS = 3
 RECORD_SIZE = 1024

@@ -18,7 +18,7 @@ import pytest
 from strandline.coordination.zookeeper_server import ZooKeeperServer, ZooKeeperUnavailableError
 
 if TYPE_CHECKING:
-    from strandline.cli.local_cluster import LocalCluster
+    from strandline.launcher.local_cluster import LocalCluster
 
 # Tiers (pytest markers, registered in pyproject.toml). A test's tier follows from what
 # it needs, so nobody has to remember to tag it: a real ZooKeeper (and so brokers) makes
@@ -118,7 +118,7 @@ def cluster_factory(
     Every cluster reuses the session ZooKeeper under its own chroot and is stopped at
     teardown; a broker that died unexpectedly gets the tail of its broker.out printed.
     """
-    from strandline.cli.local_cluster import LocalCluster
+    from strandline.launcher.local_cluster import LocalCluster
 
     clusters: list[LocalCluster] = []
 

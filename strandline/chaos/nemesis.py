@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 
 # Every fault kind the nemesis knows, in the order `explore` rotates through them.
 FAULT_KINDS: tuple[str, ...] = (

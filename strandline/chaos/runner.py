@@ -47,7 +47,7 @@ from strandline.chaos.workload import (
     ProducerWorker,
     Worker,
 )
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 from strandline.storage import replica_verify
 from strandline.types import TopicPartition
 

@@ -595,7 +595,7 @@ def verify_replicas(
         raise _fail(f"no broker-*/data directories under {data_dir}")
     admin = None
     if not offline:
-        from strandline.cli.local_cluster import ClusterError, LocalCluster
+        from strandline.launcher.local_cluster import ClusterError, LocalCluster
 
         try:
             cluster = LocalCluster.load(data_dir)

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from strandline.cli.local_cluster import ClusterError, LocalCluster, host_layout, parse_signal
 from strandline.faults.partition import describe
+from strandline.launcher.local_cluster import ClusterError, LocalCluster, host_layout, parse_signal
 
 app = typer.Typer(help="Run a local ZooKeeper + N-broker cluster.", no_args_is_help=True)
 console = Console()

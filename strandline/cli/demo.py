@@ -62,7 +62,7 @@ def run_demo(
     ),
 ) -> None:
     """Run the example pipeline: cluster up, clicks -> Spark -> page-counts + Parquet."""
-    from strandline.cli.local_cluster import LocalCluster
+    from strandline.launcher.local_cluster import LocalCluster
     from strandline.spark.standalone import StandaloneCluster
 
     shutil.rmtree(data_dir, ignore_errors=True)

@@ -27,16 +27,16 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kio.schema.errors import ErrorCode
 
 from strandline.cli.admin import elect_leaders
-from strandline.cli.local_cluster import (
+from strandline.client.admin import AdminSettings, BlockingAdmin
+from strandline.coordination import znodes
+from strandline.coordination.zk_client import ZkClient
+from strandline.launcher.local_cluster import (
     ClusterError,
     ClusterStatus,
     LocalCluster,
     PartitionStatus,
     read_cluster_status,
 )
-from strandline.client.admin import AdminSettings, BlockingAdmin
-from strandline.coordination import znodes
-from strandline.coordination.zk_client import ZkClient
 from strandline.types import TopicPartition
 
 MIN_ISR_KEY = "min.insync.replicas"

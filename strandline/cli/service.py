@@ -20,7 +20,7 @@ from pathlib import Path
 
 import typer
 
-from strandline.cli.local_cluster import answers_metadata, tail
+from strandline.launcher.local_cluster import answers_metadata, tail
 from strandline.server.config import BrokerConfig, ConfigError
 
 app = typer.Typer(help="Run one broker in the background from its server.properties.")

@@ -28,8 +28,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from strandline.cli.local_cluster import LocalCluster
 from strandline.coordination.zk_client import ZkClient
+from strandline.launcher.local_cluster import LocalCluster
 from tests.cli.support import tool
 from tests.cluster.support import create_topic, producer, wait_until
 from tests.conftest import ClusterFactory

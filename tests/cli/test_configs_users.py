@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from strandline.cli.local_cluster import LocalCluster
 from strandline.coordination.zk_client import ZkClient
+from strandline.launcher.local_cluster import LocalCluster
 from strandline.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential, verify_password
 from tests.cli.support import tool
 from tests.conftest import ClusterFactory

@@ -22,10 +22,10 @@ from kafka import errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 from kio.schema.errors import ErrorCode as E
 
-from strandline.cli.local_cluster import LocalCluster
 from strandline.cli.main import app
 from strandline.group.model import OffsetDeleteRequest, OffsetDeleteResponse
 from strandline.group.records import GroupMetadataKey, OffsetCommitKey, decode_key
+from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import TopicPartition
 from tests.cli.support import runner, tool
 from tests.cluster.support import wait_until

@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 from tests.cli.support import tool
 from tests.cluster.support import create_topic, producer, wait_until
 from tests.conftest import ClusterFactory

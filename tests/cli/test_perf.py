@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 from tests.cluster.support import consume_all, create_topic
 from tests.conftest import ClusterFactory
 

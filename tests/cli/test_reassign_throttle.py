@@ -15,7 +15,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
 

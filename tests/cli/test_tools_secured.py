@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from strandline.cli.local_cluster import CLIENT_PROPERTIES
+from strandline.launcher.local_cluster import CLIENT_PROPERTIES
 from tests.cli.support import tool
 from tests.console.support import console_process
 from tests.security.test_secured_cluster import create_topic, produce, wait_until

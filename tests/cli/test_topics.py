@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 from tests.cluster.support import metric, scrape, wait_until
 from tests.conftest import ClusterFactory
 

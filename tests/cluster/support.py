@@ -14,7 +14,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from strandline.cli.local_cluster import ClusterStatus, LocalCluster, PartitionStatus
+from strandline.launcher.local_cluster import ClusterStatus, LocalCluster, PartitionStatus
 from strandline.storage import replica_verify
 from strandline.types import TopicPartition
 

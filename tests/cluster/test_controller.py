@@ -37,7 +37,7 @@ def test_controller_failover_raises_the_epoch_and_fences_the_old_one(cluster_fac
 
     # A LeaderAndIsr in the old controller's name is refused by a live broker, once
     # that broker has heard from the new controller (brokers learn epochs from requests).
-    from strandline.cli.local_cluster import answers_metadata
+    from strandline.launcher.local_cluster import answers_metadata
 
     target = after.controller
     host, port = cluster.broker_address(target)

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError
 
-from strandline.cli.local_cluster import LocalCluster
 from strandline.faults import disk
+from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import TopicPartition
 
 from .support import (
@@ -326,7 +326,7 @@ def _create_while_full(cluster: LocalCluster) -> None:
 
 
 def _topic_led(host: str, port: int, topic: str, partitions: int) -> bool:
-    from strandline.cli.local_cluster import answers_metadata
+    from strandline.launcher.local_cluster import answers_metadata
 
     response = answers_metadata(host, port)
     for t in response.topics:  # type: ignore[attr-defined]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 from strandline.storage import replica_verify
 from strandline.types import TopicPartition
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 
 from .support import consume_all, create_topic, kill_leaders_in_turn
 

@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from typer.testing import CliRunner
 
-from strandline.cli.local_cluster import LocalCluster
 from strandline.cli.main import app
 from strandline.coordination.zk_client import ZkClient
+from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import TopicPartition
 
 from .support import (

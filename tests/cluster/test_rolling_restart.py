@@ -9,7 +9,6 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from strandline.cli.local_cluster import LocalCluster, PartitionStatus
 from strandline.cli.rolling_restart import (
     LocalRestarter,
     Roller,
@@ -18,6 +17,7 @@ from strandline.cli.rolling_restart import (
     preferred_elsewhere,
     restart_blockers,
 )
+from strandline.launcher.local_cluster import LocalCluster, PartitionStatus
 from strandline.types import TopicPartition
 from tests.cli.support import tool
 from tests.cluster.support import create_topic, wait_until

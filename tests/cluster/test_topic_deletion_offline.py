@@ -11,8 +11,8 @@ from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strandline.cli.local_cluster import LocalCluster
 from strandline.coordination.zk_client import ZkClient
+from strandline.launcher.local_cluster import LocalCluster
 
 from .support import consume_all, create_topic, producer, state_change_events, wait_until
 

@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
-from strandline.cli.local_cluster import LocalCluster
 from strandline.coordination.zk_client import ZkClient
+from strandline.launcher.local_cluster import LocalCluster
 from strandline.storage.checkpoint import PARTITION_METADATA, parse_partition_metadata
 from strandline.topic_ids import topic_id_from_str, topic_id_to_str
 from tests.integration.wire import WireClient

@@ -18,12 +18,12 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from starlette.testclient import TestClient
 
-from strandline.cli.local_cluster import LocalCluster
 from strandline.console import render
 from strandline.console.app import create_app
 from strandline.console.gather import Gatherer, Reassignment, ReassignmentsView
 from strandline.console.sources import resolve
 from strandline.coordination.zookeeper_server import free_port
+from strandline.launcher.local_cluster import LocalCluster
 from tests.cluster.support import create_topic, producer, wait_until
 from tests.conftest import ClusterFactory
 from tests.console.support import console_process, one_error_line, run_console

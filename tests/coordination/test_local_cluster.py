@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from strandline.cli.local_cluster import (
+from strandline.coordination.zk_client import ZkClient
+from strandline.coordination.znodes import LeaderAndIsr
+from strandline.coordination.zookeeper_server import ZooKeeperServer, process_group_alive
+from strandline.launcher.local_cluster import (
     ClusterError,
     LocalCluster,
     answers_metadata,
     read_cluster_status,
 )
-from strandline.coordination.zk_client import ZkClient
-from strandline.coordination.znodes import LeaderAndIsr
-from strandline.coordination.zookeeper_server import ZooKeeperServer, process_group_alive
 from strandline.types import TopicPartition
 
 ClusterFactory = Callable[..., LocalCluster]

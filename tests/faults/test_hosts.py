@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from strandline.cli.local_cluster import ClusterError, LocalCluster, host_layout
+from strandline.launcher.local_cluster import ClusterError, LocalCluster, host_layout
 from tests.cli.support import tool
 from tests.cluster.support import create_topic, wait_until
 from tests.faults.test_netns_cluster import SETTINGS, PacedProducer, assert_nothing_acked_lost

@@ -26,7 +26,7 @@ from kio.schema.produce.v9 import request as produce_v9
 from kio.schema.types import TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
-from strandline.cli.local_cluster import LocalCluster, answers_metadata
+from strandline.launcher.local_cluster import LocalCluster, answers_metadata
 from strandline.types import TopicPartition
 from tests.cluster.support import (
     consume_all,

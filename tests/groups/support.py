@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 if TYPE_CHECKING:
-    from strandline.cli.local_cluster import LocalCluster
+    from strandline.launcher.local_cluster import LocalCluster
 
 PARTITIONS = 12
 SESSION_TIMEOUT_S = 6.0

@@ -44,7 +44,7 @@ from tests.security.test_hardening import (
 from tests.security.test_secured_cluster import add_users, create_topic, produce, wait_until
 
 if TYPE_CHECKING:
-    from strandline.cli.local_cluster import LocalCluster
+    from strandline.launcher.local_cluster import LocalCluster
     from tests.conftest import ClusterFactory
 
 TOPIC = "mx"

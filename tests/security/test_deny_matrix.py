@@ -46,7 +46,7 @@ from strandline.coordination.zk_client import ZkClient
 from strandline.security.scram import SCRAM_MECHANISMS, make_credential
 
 if TYPE_CHECKING:
-    from strandline.cli.local_cluster import LocalCluster
+    from strandline.launcher.local_cluster import LocalCluster
     from tests.conftest import ClusterFactory
 
 CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka", "kcat")

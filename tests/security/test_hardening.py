@@ -52,7 +52,7 @@ from tests.security.test_secured_cluster import (
 )
 
 if TYPE_CHECKING:
-    from strandline.cli.local_cluster import LocalCluster
+    from strandline.launcher.local_cluster import LocalCluster
     from tests.conftest import ClusterFactory
 
 PLAIN_SECRET = "carol-plain-secret"

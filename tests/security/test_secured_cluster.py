@@ -44,11 +44,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate import v1 as sasl_authenticate_v1
 from kio.schema.sasl_handshake import v1 as sasl_handshake_v1
 
-from strandline.cli.local_cluster import BrokerProcess, answers_metadata
 from strandline.client.connection import KafkaConnection, SaslError
 from strandline.client.security import ClientSecurity
 from strandline.coordination.zk_client import ZkClient
 from strandline.coordination.zookeeper_server import free_port
+from strandline.launcher.local_cluster import BrokerProcess, answers_metadata
 from strandline.protocol import controller_messages as cm
 from strandline.protocol.codec import encode_request
 from strandline.protocol.controller_requests import (
@@ -63,7 +63,7 @@ from strandline.types import TopicPartition
 from tests.cli.support import tool
 
 if TYPE_CHECKING:
-    from strandline.cli.local_cluster import LocalCluster
+    from strandline.launcher.local_cluster import LocalCluster
     from tests.conftest import ClusterFactory
 
 SASL_SSL_PROTOCOL_ID = cm.SECURITY_PROTOCOL_IDS["SASL_SSL"]

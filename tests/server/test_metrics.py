@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from strandline.cli.local_cluster import CLUSTER_FILE
+from strandline.launcher.local_cluster import CLUSTER_FILE
 from tests.cluster.support import create_topic, metric, producer, scrape, wait_until
 from tests.conftest import ClusterFactory
 

@@ -15,8 +15,8 @@ from confluent_kafka import Consumer, Producer
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KafkaNewTopic
 
-from strandline.cli.local_cluster import LocalCluster
 from strandline.cli.transactions import Described, TxnClient
+from strandline.launcher.local_cluster import LocalCluster
 from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
 

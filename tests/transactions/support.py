@@ -19,8 +19,8 @@ from kio.schema.list_offsets.v7 import request as lo
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 
-from strandline.cli.local_cluster import LocalCluster
 from strandline.client.connection import KafkaConnection
+from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import TopicPartition
 from tests.cluster.support import partition_status, wait_until
 

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 from tests.cluster.support import create_topic, wait_until
 
 from .support import (

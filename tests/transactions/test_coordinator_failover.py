@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.types import TransactionalId
 
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 from tests.cluster.support import create_topic, wait_until
 
 from .support import (

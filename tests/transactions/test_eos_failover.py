@@ -19,7 +19,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from strandline.cli.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import TopicPartition
 from tests.cluster.support import create_topic, partition_status, wait_until
 

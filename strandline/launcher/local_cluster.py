@@ -48,11 +48,6 @@ from kio.index import load_request_schema
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
-from strandline.cli.cluster_security import (
-    ClusterSecurity,
-    write_client_properties,
-    write_private,
-)
 from strandline.client.connection import KafkaConnection, send_request
 from strandline.client.security import ClientSecurity
 from strandline.coordination.zk_client import ZkClient
@@ -68,6 +63,11 @@ from strandline.coordination.zookeeper_server import (
 from strandline.faults import disk
 from strandline.faults import partition as faults
 from strandline.faults.netns import MAX_HOSTS, ClusterNetwork, NetworkError, NetworkSpec
+from strandline.launcher.cluster_security import (
+    ClusterSecurity,
+    write_client_properties,
+    write_private,
+)
 from strandline.types import TopicPartition
 
 CLUSTER_FILE = "cluster.json"
