@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import traceback
 
 import typer
 
@@ -22,6 +23,7 @@ from strandline.cli import (
     groups,
     log_dirs,
     perf,
+    rdkafka,
     sim,
     state_change_log,
     topics,
@@ -30,7 +32,8 @@ from strandline.cli import (
 
 app = typer.Typer(
     name="strandline",
-    help="Strandline: a Kafka-compatible replicated commit log.",
+    help="Strandline: a Kafka-compatible replicated commit log. Add --verbose to any "
+    "command for client-library log lines and tracebacks.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -54,16 +57,41 @@ app.add_typer(perf.app, name="perf")
 app.add_typer(transactions.app, name="transactions")
 
 
+def _take_verbose(argv: list[str]) -> bool:
+    """`--verbose` anywhere on the line (not `groups`' own --verbose, which shows member
+    assignments): client-library log lines and tracebacks on stderr."""
+    if argv[:1] == ["--verbose"]:
+        del argv[0]
+        return True
+    if argv[:1] == ["groups"] or "--verbose" not in argv:
+        return False
+    argv.remove("--verbose")
+    return True
+
+
 def main() -> None:
     """The command line. A bad flag or a missing argument is one line, as Kafka's tools
-    print it, not a usage box; --help still shows the whole usage."""
+    print it, not a usage box; --help still shows the whole usage. Anything a tool did
+    not foresee is one line too (the traceback with --verbose)."""
+    argv = sys.argv[1:]
+    verbose = _take_verbose(argv)
+    rdkafka.set_verbose(verbose)
     try:
-        code = app(standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
     except UsageError as e:
         command = e.ctx.command_path if e.ctx is not None else "strandline"
         print(f"error: {e.format_message()} (see {command} --help)", file=sys.stderr)
         sys.exit(e.exit_code)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
+        sys.exit(130 if sys.exc_info()[0] is KeyboardInterrupt else 1)
+    except rdkafka.ClientError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except Exception as e:  # the last line of defence, reported in one line
+        if verbose:
+            traceback.print_exc()
+        name = type(e).__name__
+        print(f"error: {name}: {e} (run with --verbose for details)", file=sys.stderr)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 

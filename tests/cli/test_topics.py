@@ -49,20 +49,20 @@ def fails(cluster: LocalCluster, *args: str) -> str:
 
 
 def rows(output: str) -> list[Row]:
-    """The describe table's rows: (topic, partition, leader, replicas, isr)."""
+    """The describe's partition lines, as kafka-topics.sh prints them:
+    `\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2`."""
     found = []
     for line in output.splitlines():
-        cells = [c.strip() for c in line.strip().strip("│┃").split("│")]
-        if len(cells) != 5 or not cells[1].isdigit():
+        fields = dict(cell.split(": ", 1) for cell in line.strip().split("\t") if ": " in cell)
+        if "Partition" not in fields:
             continue
-        topic, partition, leader, replicas, isr = cells
         found.append(
             (
-                topic,
-                int(partition),
-                leader,
-                tuple(int(r) for r in replicas.split(",") if r),
-                tuple(int(r) for r in isr.split(",") if r),
+                fields["Topic"],
+                int(fields["Partition"]),
+                fields["Leader"],
+                tuple(int(r) for r in fields["Replicas"].split(",") if r),
+                tuple(int(r) for r in fields["Isr"].split(",") if r),
             )
         )
     return found
