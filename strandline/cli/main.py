@@ -69,11 +69,34 @@ def _take_verbose(argv: list[str]) -> bool:
     return True
 
 
+# Kafka's perf tools take `--producer-props a=1 b=2` (one flag, several values).
+MULTI_VALUE_FLAGS = ("--producer-props", "--consumer-props")
+
+
+def _spread_multi_values(argv: list[str]) -> list[str]:
+    """`--producer-props a=1 b=2` as typer reads it: `--producer-props a=1 --producer-props
+    b=2`."""
+    out: list[str] = []
+    flag: str | None = None
+    own_value = False
+    for arg in argv:
+        if arg in MULTI_VALUE_FLAGS:
+            flag, own_value = arg, True
+        elif own_value:
+            own_value = False
+        elif flag is not None and not arg.startswith("-") and "=" in arg:
+            out.append(flag)
+        else:
+            flag = None
+        out.append(arg)
+    return out
+
+
 def main() -> None:
     """The command line. A bad flag or a missing argument is one line, as Kafka's tools
     print it, not a usage box; --help still shows the whole usage. Anything a tool did
     not foresee is one line too (the traceback with --verbose)."""
-    argv = sys.argv[1:]
+    argv = _spread_multi_values(sys.argv[1:])
     verbose = _take_verbose(argv)
     rdkafka.set_verbose(verbose)
     try:
