@@ -21,6 +21,7 @@ and any later tool build on it without depending on the command line.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 
 from strandline.client.connection import KafkaConnection, KafkaConnectionError
-from strandline.client.security import ClientSecurity
+from strandline.client.security import ClientSecurity, SaslLoginError
 from strandline.protocol.messages import build, request_module
 from strandline.server.config_error import ConfigError
 from strandline.types import TopicPartition
@@ -199,6 +200,15 @@ class AdminClient:
             return await connection.send(message, response_type, timeout=timeout)
         except TimeoutError:
             raise AdminError(f"{where} did not answer within {timeout:g} s") from None
+        except SaslLoginError as e:
+            # A handshake refusal is a mechanism the listener lacks; any later refusal
+            # is the credentials.
+            what = "" if "SaslHandshake" in str(e) else "invalid credentials: "
+            raise AdminError(f"{where}: authentication failed: {what}{e}") from e
+        except ConnectionRefusedError as e:
+            raise AdminError(f"cannot reach {where}: connection refused") from e
+        except socket.gaierror as e:
+            raise AdminError(f"cannot reach {where}: unknown host ({e.strerror})") from e
         except (OSError, KafkaConnectionError) as e:
             # A secured listener spoken to in plaintext closes the connection: say what
             # is likely wrong rather than only "closed".
