@@ -525,7 +525,10 @@ def problem_line(problem: dict[str, Any]) -> str:
 
 def dump_log(
     files: list[Path] = typer.Argument(  # noqa: B008 - typer's idiom
-        ..., help="Segment, index, time index, snapshot or checkpoint files, or directories"
+        None, help="Segment, index, time index, snapshot or checkpoint files, or directories"
+    ),
+    files_option: str | None = typer.Option(
+        None, "--files", help="Comma-separated files, as kafka-dump-log.sh takes them"
     ),
     deep_iteration: bool = typer.Option(
         False, "--deep-iteration", help="Decode every record, not only batch headers"
@@ -540,6 +543,16 @@ def dump_log(
     Exits 1 if any file is corrupt or unreadable.
     """
     err_console = Console(stderr=True, soft_wrap=True)  # whole lines, for grep
+    files = list(files or []) + [Path(f) for f in (files_option or "").split(",") if f]
+    if not files:
+        err_console.print(
+            "[bold red]error:[/] give --files FILE[,FILE] (or the files as arguments)"
+        )
+        raise typer.Exit(code=2)
+    missing = [str(f) for f in files if not f.exists()]
+    if missing:
+        err_console.print(f"[bold red]error:[/] no such file: {escape(', '.join(missing))}")
+        raise typer.Exit(code=1)
     deep = deep_iteration or print_data_log
     damaged: list[Dump] = []
     for path in expand(files):

@@ -97,6 +97,10 @@ def main() -> None:
     print it, not a usage box; --help still shows the whole usage. Anything a tool did
     not foresee is one line too (the traceback with --verbose)."""
     argv = _spread_multi_values(sys.argv[1:])
+    if argv[:1] == ["log-dirs"] and "--describe" in argv:
+        # kafka-log-dirs.sh --describe: `log-dirs describe` printing Kafka's lines.
+        argv.remove("--describe")
+        argv[1:1] = ["describe"] if "--output" in argv else ["describe", "--output", "kafka"]
     verbose = _take_verbose(argv)
     rdkafka.set_verbose(verbose)
     try:

@@ -80,9 +80,7 @@ def _partitions(config: dict[str, Any], topic: str, client: type[Any] = Producer
     flag = "--producer-props" if client is Producer else "--consumer-props"
     given = {k: v for k, v in config.items() if k != "bootstrap.servers"}
     ours = ("acks", "group.id", "auto.offset.reset", "enable.auto.commit")
-    shown = " ".join(
-        f"{k}={v}" for k, v in given.items() if "password" not in k and k not in ours
-    )
+    shown = " ".join(f"{k}={v}" for k, v in given.items() if "password" not in k and k not in ours)
     probe = rdkafka.create(client, watch.config(config), f"{flag} {shown}".strip())
     probe_close = getattr(probe, "close", None)
     deadline = time.monotonic() + METADATA_TIMEOUT_S
