@@ -3,7 +3,18 @@
 import os
 import sys
 
-# Piped output is read by scripts: rich would wrap it and cut table cells with "…" at
-# 80 columns when stdout is not a terminal. The consoles read COLUMNS when created.
-if "COLUMNS" not in os.environ and not sys.stdout.isatty():
-    os.environ["COLUMNS"] = "4096"
+from rich.console import Console
+
+# A width no table reaches: rich's own default for a pipe.
+_PIPE_WIDTH = 4096
+
+
+def tool_console(stderr: bool = False, **options: object) -> Console:
+    """A rich console for a tool's output. Piped output is read by scripts: rich would
+    wrap it and cut table cells with "…" at 80 columns when the stream is not a
+    terminal, so there it is as wide as a line gets (COLUMNS still wins)."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None
+    if "COLUMNS" not in os.environ and not stream.isatty():
+        width = _PIPE_WIDTH
+    return Console(stderr=stderr, width=width, **options)  # type: ignore[arg-type]

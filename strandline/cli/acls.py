@@ -28,10 +28,9 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import ResourcePatternType as CkResourcePatternType
 from confluent_kafka.admin import ResourceType as CkResourceType
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 
-from strandline.cli import rdkafka
+from strandline.cli import rdkafka, tool_console
 from strandline.cli.topics import TopicToolError, read_command_config
 from strandline.client.admin import AdminError, AdminSettings, request
 from strandline.client.admin import run as run_admin
@@ -51,7 +50,7 @@ from strandline.security.acl import (
 )
 from strandline.security.principal import KafkaPrincipal
 
-err_console = Console(stderr=True)
+err_console = tool_console(stderr=True)
 
 TIMEOUT_S = 30.0
 ACTIONS = ("--add", "--remove", "--list")

@@ -21,10 +21,10 @@ from typing import Any
 
 import typer
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.cli.configs import Entity, alter_entity
 from strandline.client.admin import AdminClient, AdminError, AdminSettings, BlockingAdmin
 from strandline.controller.assignment import propose_reassignment
@@ -46,8 +46,8 @@ LIST_PARTITION_REASSIGNMENTS = 46
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 REQUEST_TIMEOUT = datetime.timedelta(seconds=30)
 
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 BOOTSTRAP = typer.Option(..., "--bootstrap-server", help="host:port[,host:port] of any broker")
 COMMAND_CONFIG = typer.Option(  # noqa: B008 - typer's idiom

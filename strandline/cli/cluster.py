@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.cli.local_cluster import ClusterError, LocalCluster, parse_signal
 from strandline.faults.partition import describe
 
 app = typer.Typer(help="Run a local ZooKeeper + N-broker cluster.", no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 DATA_DIR = typer.Option(..., "--data-dir", help="Directory holding the cluster's files")
 

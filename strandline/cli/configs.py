@@ -43,10 +43,10 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.client.admin import (
     DEFAULT_TIMEOUT_S,
     AdminClient,
@@ -57,8 +57,8 @@ from strandline.client.admin import (
 )
 from strandline.security.scram import SCRAM_MECHANISMS, check_iterations
 
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4

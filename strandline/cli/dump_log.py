@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from strandline.cli import tool_console
 from strandline.errors import KafkaError
 from strandline.protocol.record_batch import (
     CODEC_NAMES,
@@ -542,7 +542,7 @@ def dump_log(
 
     Exits 1 if any file is corrupt or unreadable.
     """
-    err_console = Console(stderr=True, soft_wrap=True)  # whole lines, for grep
+    err_console = tool_console(stderr=True, soft_wrap=True)  # whole lines, for grep
     files = list(files or []) + [Path(f) for f in (files_option or "").split(",") if f]
     if not files:
         err_console.print(

@@ -22,17 +22,17 @@ from typing import Any
 import typer
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.client.admin import AdminClient, AdminError, AdminSettings
 from strandline.protocol.messages import build, request_module
 from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 
 app = typer.Typer(no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 BOOTSTRAP_HELP = "HOST:PORT of any broker"
 REQUEST_TIMEOUT_S = 15.0

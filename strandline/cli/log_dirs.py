@@ -20,10 +20,10 @@ from typing import Any
 
 import typer
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.cli.configs import (
     AdminSession,
     ConfigToolError,
@@ -36,8 +36,8 @@ app = typer.Typer(
     help="Log directories: replica sizes and lag per broker (kafka-log-dirs.sh).",
     no_args_is_help=True,
 )
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 DESCRIBE_LOG_DIRS = 35
 

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from strandline.cli import tool_console
 
 app = typer.Typer(
     help="Broker state-change logs: merge them into one timeline.", no_args_is_help=True
@@ -240,8 +241,8 @@ def merge_command(
     as_json: bool = typer.Option(False, "--json", help="JSON lines, as the brokers wrote them"),
 ) -> None:
     """Merge the brokers' state-change logs into one time-ordered, filtered timeline."""
-    console = Console()
-    err_console = Console(stderr=True, soft_wrap=True)  # whole lines, for grep
+    console = tool_console()
+    err_console = tool_console(stderr=True, soft_wrap=True)  # whole lines, for grep
     try:
         paths = _sources(data_dir, files or [])
         start = parse_time(since) if since is not None else None

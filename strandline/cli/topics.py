@@ -25,15 +25,14 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from strandline.cli import rdkafka
+from strandline.cli import rdkafka, tool_console
 from strandline.client.admin import AdminError, read_properties
 
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 TIMEOUT_S = 30.0
 # Long enough for a controller to elect leaders for new partitions, short enough that a

@@ -22,10 +22,10 @@ from typing import Any
 
 import typer
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.cli.txn_wire import DescribeTransactionsResponseV0
 from strandline.client.admin import AdminClient, AdminError, AdminSettings
 from strandline.client.security import ClientSecurity
@@ -35,8 +35,8 @@ app = typer.Typer(
     no_args_is_help=True,
     help="List, describe and abort transactions (kafka-transactions.sh).",
 )
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 REQUEST_TIMEOUT_S = 15.0
 RETRY_S = 0.2
