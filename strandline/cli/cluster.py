@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from strandline.cli import tool_console
@@ -30,7 +31,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {exc}")
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
     return typer.Exit(code=1)
 
 

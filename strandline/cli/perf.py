@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
+from strandline.cli import tool_console
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -36,7 +37,7 @@ app = typer.Typer(
     help="Producer and consumer performance tests (kafka-*-perf-test.sh).",
     no_args_is_help=True,
 )
-console = Console(stderr=True)
+console = tool_console(stderr=True)
 
 METADATA_TIMEOUT_S = 10.0
 JOIN_TIMEOUT_S = 60.0
@@ -57,7 +58,7 @@ class PerfError(RuntimeError):
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {escape(message)}")
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code=1)
 
 

@@ -357,7 +357,7 @@ def describe(
 
 
 def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code=1)
 
 
