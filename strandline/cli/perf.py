@@ -18,8 +18,6 @@ from typing import Annotated, Any
 import typer
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from strandline.cli import tool_console
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -30,7 +28,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from strandline.cli import rdkafka
+from strandline.cli import rdkafka, tool_console
 from strandline.cli.topics import TopicToolError, parse_configs, read_command_config
 
 app = typer.Typer(
