@@ -63,6 +63,14 @@ def up(
         help="plaintext, ssl, sasl_plaintext or sasl_ssl: TLS and/or SASL on the listener, "
         "ACLs on, an admin super user in DIR/client.properties",
     ),
+    metrics_port_base: int | None = typer.Option(
+        None,
+        "--metrics-port-base",
+        min=1,
+        help="Broker i serves Prometheus metrics on this port + i - 1 (default: the ports "
+        "this directory's last cluster had, else free ones); DIR/prometheus/ gets "
+        "prometheus.yml, targets.json and alerts.yml",
+    ),
 ) -> None:
     """Start ZooKeeper and N brokers in the background; print the bootstrap servers."""
     if zookeeper_nodes not in (1, 3):
@@ -76,6 +84,7 @@ def up(
             netns=netns,
             disk_limit_mb=disk_limit_mb,
             security=security,
+            metrics_port_base=metrics_port_base,
         )
     except (ClusterError, OSError, RuntimeError, ValueError) as exc:
         raise _fail(exc) from exc
