@@ -6,21 +6,27 @@ shortened (AlertTiming) so that this takes seconds, not minutes."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CkTopicPartition
 
 from strandline.cli import prometheus_setup
 from strandline.cli.local_cluster import LocalCluster
 from strandline.coordination.zookeeper_server import free_port
-from tests.cluster.support import create_topic, wait_until
+from tests.cluster.support import consume_all, create_topic, producer, wait_until
 from tests.conftest import ClusterFactory
+
+DASHBOARD = Path(__file__).parents[2] / "docs" / "grafana" / "strandline-dashboard.json"
 
 FAST = prometheus_setup.AlertTiming(
     scrape_interval="1s",
@@ -110,6 +116,17 @@ def test_a_killed_broker_fires_alerts_in_prometheus(
     )
     config = prometheus_setup.write(cluster.data_dir, _endpoints(cluster), FAST)
     create_topic(cluster, "watched", partitions=2, rf=2)
+    # Traffic and a committed group, so that every per-topic and per-group series exists.
+    sender = producer(cluster)
+    for i in range(10):
+        sender.produce("watched", f"v{i}".encode(), partition=i % 2)
+    assert sender.flush(30) == 0
+    assert len(consume_all(cluster, "watched", partitions=2)) == 10
+    group = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "dashboard"})
+    try:
+        group.commit(offsets=[CkTopicPartition("watched", 0, 1)], asynchronous=False)
+    finally:
+        group.close()
     base = prometheus(config)
 
     wait_until(
@@ -141,6 +158,8 @@ def test_a_killed_broker_fires_alerts_in_prometheus(
     # scrape (its real `for:` is a minute); once scraped, all is quiet.
     wait_until("no alert firing on the healthy cluster", lambda: _firing(base) == {}, 15)
 
+    _dashboard_queries_answer(base)
+
     cluster.kill(2, "KILL")
     firing = wait_until(
         "KafkaBrokerDown and KafkaUnderReplicatedPartitions to fire",
@@ -155,3 +174,17 @@ def test_a_killed_broker_fires_alerts_in_prometheus(
     assert [a["instance"] for a in firing["KafkaUnderReplicatedPartitions"]] == [survivor]
     # Every partition still has a leader: nothing is offline.
     assert "KafkaOfflinePartitions" not in firing
+
+
+def _dashboard_queries_answer(base: str) -> None:
+    """Every query of the Grafana dashboard in docs/ is valid PromQL and names only
+    metrics this cluster really exports."""
+    exported = set(api(base, "label/__name__/values"))
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [t["expr"] for p in panels for t in p.get("targets", [])]
+    assert len(exprs) > 20
+    for expr in exprs:
+        query = expr.replace("$job", "strandline").replace("$__rate_interval", "30s")
+        names = set(re.findall(r"\b((?:kafka|process|python)_[a-z_]+|up)\b", query))
+        assert names and names <= exported, (expr, names - exported)
+        api(base, "query?" + urllib.parse.urlencode({"query": query}))
