@@ -549,10 +549,6 @@ def dump_log(
             "[bold red]error:[/] give --files FILE[,FILE] (or the files as arguments)"
         )
         raise typer.Exit(code=2)
-    missing = [str(f) for f in files if not f.exists()]
-    if missing:
-        err_console.print(f"[bold red]error:[/] no such file: {escape(', '.join(missing))}")
-        raise typer.Exit(code=1)
     deep = deep_iteration or print_data_log
     damaged: list[Dump] = []
     for path in expand(files):
@@ -576,7 +572,8 @@ def dump_log(
             err_console.print(f"[bold red]error:[/] {escape(str(dump.path))}: {hidden} more")
     if damaged:
         count = sum(len(d.problems) for d in damaged)
-        err_console.print(f"[bold red]{count} problem(s) in {len(damaged)} file(s)[/]")
+        if count > 1:  # one problem's own line says it all
+            err_console.print(f"[bold red]{count} problem(s) in {len(damaged)} file(s)[/]")
         raise typer.Exit(code=1)
 
 

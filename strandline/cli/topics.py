@@ -238,10 +238,12 @@ class Topics:
         # are its tail.
         current = len(self.metadata().topics[topic].partitions)
         new = assignment[current:] if assignment is not None else None
-        futures = self.admin.create_partitions(
-            [NewPartitions(topic, partitions, replica_assignment=new)],
-            operation_timeout=TIMEOUT_S,
+        wanted = (
+            NewPartitions(topic, partitions)
+            if new is None
+            else NewPartitions(topic, partitions, replica_assignment=new)
         )
+        futures = self.admin.create_partitions([wanted], operation_timeout=TIMEOUT_S)
         self._result(futures[topic], topic, partitions=partitions)
 
     def delete(self, topic: str) -> None:
