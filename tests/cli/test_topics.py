@@ -96,6 +96,22 @@ def test_topics_lifecycle_and_describe_filters(cluster_factory: ClusterFactory) 
     )
     ok(cluster, "--create", "--topic", "events", "--partitions", "4", "--replication-factor", "2")
     ok(cluster, "--create", "--topic", "scratch", "--partitions", "1", "--replication-factor", "1")
+    # Kafka's defaults: no --partitions or --replication-factor takes the broker's.
+    long_name = "a-topic-name-longer-than-any-terminal-line-" + "x" * 80
+    assert f"Created topic {long_name}." in ok(cluster, "--create", "--topic", long_name)
+    assert "Created topic" not in ok(cluster, "--create", "--topic", long_name, "--if-not-exists")
+    # Piped output is whole: no wrapping or "…" at 80 columns, whatever the format.
+    for output in ("kafka", "table"):
+        piped = subprocess.run(
+            [sys.executable, "-m", "strandline", "topics", "--bootstrap-server",
+             cluster.bootstrap, "--describe", "--topic", "a-topic-name-.*", "--output", output],
+            capture_output=True, text=True, timeout=90,
+            env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+        )  # fmt: skip
+        assert piped.returncode == 0, piped.stderr
+        assert long_name in piped.stdout and "…" not in piped.stdout, piped.stdout
+    [(_, _, _, replicas, _)] = rows(ok(cluster, "--describe", "--topic", long_name))
+    assert len(replicas) == 1  # the broker's default.replication.factor
     listed = ok(cluster, "--list").split()
     assert {"orders", "events", "scratch"} <= set(listed)
 
