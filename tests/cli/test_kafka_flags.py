@@ -69,3 +69,24 @@ def test_replica_assignment() -> None:
 )  # fmt: skip
 def test_librdkafka_s_reasons_said_plainly(detail: str, said: str) -> None:
     assert cause(detail) == said
+
+
+def test_find_hanging_reports_what_no_coordinator_has_open() -> None:
+    from strandline.cli.transactions import Described, OpenTxn, hanging
+
+    now, minute = 10_000_000, 60_000
+
+    def txn(pid: int, partition: int = 0, age_min: int = 20) -> OpenTxn:
+        return OpenTxn("t", partition, pid, 0, 0, 5, now - age_min * minute)
+
+    def known(pid: int, state: str = "Ongoing", parts: tuple[str, ...] = ("t-0",)) -> Described:
+        return Described(1, f"id-{pid}", pid, 0, state, 60_000, now - minute, parts)
+
+    txns = [txn(1), txn(2), txn(3), txn(4, partition=1), txn(5, age_min=3)]
+    coordinators = {
+        1: known(1),  # open at its coordinator on t-0: alive
+        3: known(3, state="CompleteCommit"),  # the coordinator finished it: hanging
+        4: known(4),  # open, but not on t-1: hanging
+    }
+    # 2: no coordinator knows the producer; 5: younger than the timeout.
+    assert [t.producer_id for t in hanging(txns, coordinators, now, 15 * minute)] == [2, 3, 4]
