@@ -56,3 +56,23 @@ def test_a_wrong_expectation_fails_promtool(rules_dir: Path) -> None:
     (rules_dir / "alerts_test.yml").write_text(early)
     done = promtool("test", "rules", "alerts_test.yml", cwd=rules_dir)
     assert done.returncode != 0
+
+
+def test_a_new_cluster_in_the_same_directory_keeps_the_metrics_ports(tmp_path: Path) -> None:
+    """What `cluster up` reads back so that Prometheus' `instance` labels survive a
+    restart: the ports the directory's last cluster recorded, taken again when free."""
+    import json
+    import socket
+
+    from strandline.cli.local_cluster import _port_free, _recorded_metrics_ports
+
+    recorded = tmp_path / "cluster.json"
+    recorded.write_text(
+        json.dumps({"brokers": {"1": {"metrics_port": 9404}, "2": {"metrics_port": None}}})
+    )
+    assert _recorded_metrics_ports(recorded) == {1: 9404}
+    assert _recorded_metrics_ports(tmp_path / "missing.json") == {}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert not _port_free(taken.getsockname()[1])
