@@ -9,10 +9,11 @@ PIP_VERSION := 26.3
 
 setup: system-deps $(STAMP)
 
-# Debian's zookeeper (never zookeeperd: it starts a system service) and stock kcat.
+# Debian's zookeeper (never zookeeperd: it starts a system service) and stock kcat;
+# prometheus for promtool and the alerting test (tests/monitoring).
 system-deps:
-	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v kcat >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper kcat default-jre-headless nftables iproute2 chromium chromium-driver systemd >/dev/null; \
+	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v promtool >/dev/null 2>&1 || ! command -v kcat >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper kcat default-jre-headless nftables iproute2 chromium chromium-driver prometheus systemd >/dev/null; \
 	fi
 
 # The locked versions first, then the project itself without resolving anything again.

@@ -399,7 +399,7 @@ class AdminWorker(Worker):
             )
 
     def work(self) -> None:
-        from strandline.cli.admin import execute_reassignment
+        from strandline.client.admin import AdminSettings, BlockingAdmin
         from strandline.types import TopicPartition
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET_LOGS})
@@ -427,7 +427,13 @@ class AdminWorker(Worker):
                 wanted = {TopicPartition(self.topic, 0): rotated[: min(3, len(rotated))]}
 
                 def reassign(wanted: dict[TopicPartition, list[int]] = wanted) -> None:
-                    results = execute_reassignment(self.bootstrap, wanted)
+                    settings = AdminSettings("strandline-chaos", 30.0)
+                    with BlockingAdmin(self.bootstrap, settings) as client:
+                        error, message, results = client.do(
+                            lambda a: a.alter_partition_reassignments(wanted)
+                        )
+                    if error.value != 0:
+                        raise RuntimeError(f"reassignment refused: {error.name}: {message}")
                     errors = {
                         str(tp): str(code)
                         for tp, (code, _msg) in results.items()

@@ -27,10 +27,13 @@ from confluent_kafka.admin import AclPermissionType as CkAclPermissionType
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import ResourcePatternType as CkResourcePatternType
 from confluent_kafka.admin import ResourceType as CkResourceType
-from rich.console import Console
+from kio.schema.errors import ErrorCode
 from rich.markup import escape
 
+from strandline.cli import rdkafka, tool_console
 from strandline.cli.topics import TopicToolError, read_command_config
+from strandline.client.admin import AdminError, AdminSettings, request
+from strandline.client.admin import run as run_admin
 from strandline.security.acl import (
     ANY_ENTRY,
     CLUSTER_NAME,
@@ -47,7 +50,7 @@ from strandline.security.acl import (
 )
 from strandline.security.principal import KafkaPrincipal
 
-err_console = Console(stderr=True)
+err_console = tool_console(stderr=True)
 
 TIMEOUT_S = 30.0
 ACTIONS = ("--add", "--remove", "--list")
@@ -275,13 +278,6 @@ def _explain(exc: BaseException) -> str:
     return f"{error.name()}: {detail}"
 
 
-def _result(future: Any) -> Any:
-    try:
-        return future.result(TIMEOUT_S)
-    except KafkaException as e:
-        raise AclToolError(_explain(e)) from e
-
-
 def _ck_binding_args(
     rt: ResourceType,
     name: str | None,
@@ -335,11 +331,51 @@ def _from_ck(b: Any) -> AclBinding:
     )
 
 
+DESCRIBE_ACLS = 29
+
+
+def security_disabled(bootstrap: str, extra: Mapping[str, str]) -> str | None:
+    """The broker's SECURITY_DISABLED message, or None. librdkafka drops DescribeAcls'
+    top-level error and answers an empty list, so an empty --list is asked again here:
+    Kafka's tool says the cluster has no authorizer rather than printing nothing."""
+    probe = request(
+        DESCRIBE_ACLS,
+        1,
+        "DescribeAclsRequest",
+        resource_type_filter=int(ResourceType.ANY),
+        resource_name_filter=None,
+        pattern_type_filter=int(PatternType.ANY),
+        principal_filter=None,
+        host_filter=None,
+        operation=int(AclOperation.ANY),
+        permission_type=int(AclPermissionType.ANY),
+    )
+
+    async def work(client: Any) -> Any:
+        return await client.send(probe)
+
+    try:
+        response = run_admin(
+            bootstrap, AdminSettings.from_properties(extra, "strandline-acls"), work
+        )
+    except AdminError as e:
+        raise AclToolError(str(e)) from e
+    if response.error_code == ErrorCode.security_disabled:
+        return str(response.error_message or "no authorizer is configured on the broker")
+    return None
+
+
 class AclAdmin:
     def __init__(self, bootstrap: str, extra: Mapping[str, str] | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.extra = dict(extra or {})
         config: dict[str, Any] = {"bootstrap.servers": bootstrap, **(extra or {})}
+        self.watch = rdkafka.Watch(bootstrap)
+        self.admin = rdkafka.create(AdminClient, self.watch.config(config))
+
+    def _result(self, future: Any) -> Any:
         try:
-            self.admin = AdminClient(config)
+            return self.watch.wait(self.admin, future, TIMEOUT_S)
         except KafkaException as e:
             raise AclToolError(_explain(e)) from e
 
@@ -359,11 +395,19 @@ class AclAdmin:
             for b in bindings
         ]
         for future in self.admin.create_acls(ck, request_timeout=TIMEOUT_S).values():
-            _result(future)
+            self._result(future)
 
     def describe(self, pattern: ResourcePatternFilter) -> list[AclBinding]:
         future = self.admin.describe_acls(_ck_filter(pattern, ANY_ENTRY), request_timeout=TIMEOUT_S)
-        return [_from_ck(b) for b in _result(future)]
+        found = [_from_ck(b) for b in self._result(future)]
+        if not found:
+            disabled = security_disabled(self.bootstrap, self.extra)
+            if disabled is not None:
+                raise AclToolError(
+                    "SECURITY_DISABLED: the cluster has no authorizer "
+                    f"(authorizer.class.name is not set), so it keeps no ACLs ({disabled})"
+                )
+        return found
 
     def delete(
         self, pattern: ResourcePatternFilter, entries: Iterable[AccessControlEntryFilter]
@@ -371,7 +415,7 @@ class AclAdmin:
         filters = [_ck_filter(pattern, e) for e in entries]
         deleted: list[AclBinding] = []
         for future in self.admin.delete_acls(filters, request_timeout=TIMEOUT_S).values():
-            deleted.extend(_from_ck(b) for b in _result(future))
+            deleted.extend(_from_ck(b) for b in self._result(future))
         return deleted
 
 
@@ -538,5 +582,5 @@ def acls(
         except TopicToolError as e:
             raise AclToolError(str(e)) from e
         run(AclAdmin(bootstrap_server, extra), the_plan, force)
-    except AclToolError as e:
+    except (AclToolError, rdkafka.ClientError) as e:
         raise _fail(str(e)) from e

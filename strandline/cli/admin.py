@@ -21,10 +21,10 @@ from typing import Any
 
 import typer
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.cli.configs import Entity, alter_entity
 from strandline.client.admin import AdminClient, AdminError, AdminSettings, BlockingAdmin
 from strandline.controller.assignment import propose_reassignment
@@ -46,8 +46,8 @@ LIST_PARTITION_REASSIGNMENTS = 46
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 REQUEST_TIMEOUT = datetime.timedelta(seconds=30)
 
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 BOOTSTRAP = typer.Option(..., "--bootstrap-server", help="host:port[,host:port] of any broker")
 COMMAND_CONFIG = typer.Option(  # noqa: B008 - typer's idiom
@@ -123,10 +123,31 @@ def send_to_controller(admin: Admin, request: Any) -> Any:
 # --- reassign ---------------------------------------------------------------------------
 
 
-def parse_reassignment_json(text: str) -> dict[TopicPartition, list[int]]:
+def read_json_file(path: Path, flag: str) -> Any:
+    """A JSON file a flag names; an unreadable or malformed one is one line naming both."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ToolError(f"{flag} {path}: cannot read it: {e.strerror}") from e
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ToolError(f"{flag} {path}: not valid JSON ({e})") from e
+
+
+def _json_shape(path: Path, flag: str, parse: Any, obj: Any) -> Any:
+    """parse(obj), a missing key or a wrong type named with the file."""
+    try:
+        return parse(obj)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        what = f"missing key {e}" if isinstance(e, KeyError) else str(e)
+        raise ToolError(f"{flag} {path}: not the expected JSON: {what}") from e
+
+
+def parse_reassignment_json(text: str | Any) -> dict[TopicPartition, list[int]]:
     """Kafka's format: {"version":1,"partitions":[{"topic","partition","replicas"}]}
     (`log_dirs` is accepted and ignored)."""
-    obj = json.loads(text)
+    obj = json.loads(text) if isinstance(text, str) else text
     if int(obj.get("version", 1)) != 1:
         raise ToolError(f"unsupported reassignment JSON version {obj.get('version')}")
     wanted: dict[TopicPartition, list[int]] = {}
@@ -144,31 +165,14 @@ def execute_reassignment(
     admin: Admin, wanted: Mapping[TopicPartition, list[int] | None]
 ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
     """AlterPartitionReassignments; a None target cancels that partition's move."""
-    cls = request_type(ALTER_PARTITION_REASSIGNMENTS, 0)
-    module = __import__(cls.__module__, fromlist=["ReassignableTopic"])
-    by_topic: dict[str, list[Any]] = {}
-    for tp, replicas in sorted(wanted.items()):
-        by_topic.setdefault(tp.topic, []).append(
-            module.ReassignablePartition(
-                partition_index=tp.partition,
-                replicas=None if replicas is None else tuple(replicas),
-            )
-        )
-    request = cls(
-        timeout=REQUEST_TIMEOUT,
-        topics=tuple(
-            module.ReassignableTopic(name=name, partitions=tuple(parts))
-            for name, parts in by_topic.items()
-        ),
-    )
-    response = send_to_controller(admin, request)
-    if response.error_code != ErrorCode.none:
-        raise ToolError(f"{response.error_code.name}: {response.error_message}")
-    return {
-        TopicPartition(t.name, int(p.partition_index)): (p.error_code, p.error_message)
-        for t in response.responses
-        for p in t.partitions
-    }
+
+    async def work(client: AdminClient) -> Any:
+        return await client.alter_partition_reassignments(wanted)
+
+    error, message, answers = _with(admin, work)
+    if error != ErrorCode.none:
+        raise ToolError(f"{error.name}: {message}")
+    return answers  # type: ignore[no-any-return]
 
 
 def ongoing_reassignments(admin: Admin) -> dict[TopicPartition, Any]:
@@ -307,10 +311,10 @@ def _broker_ids(admin: Admin) -> list[int]:
 
 
 def generate_reassignment(
-    admin: Admin, topics_json: str, broker_list: str
+    admin: Admin, topics_json: str | Any, broker_list: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(current, proposed) in Kafka's reassignment JSON for --generate."""
-    obj = json.loads(topics_json)
+    obj = json.loads(topics_json) if isinstance(topics_json, str) else topics_json
     names = [str(t["topic"]) for t in obj.get("topics", [])]
     if not names:
         raise ToolError("--topics-to-move-json-file lists no topics")
@@ -318,7 +322,15 @@ def generate_reassignment(
         brokers = [int(b) for b in broker_list.split(",") if b.strip()]
     except ValueError as e:
         raise ToolError(f"--broker-list {broker_list!r}: expected ids like 1,2,3") from e
-    assigned = _partition_replicas(_metadata(admin))
+    metadata = _metadata(admin)
+    live = sorted(int(b.node_id) for b in metadata.brokers)
+    unknown = sorted(set(brokers) - set(live))
+    if unknown:
+        raise ToolError(
+            f"--broker-list {broker_list}: no broker {', '.join(map(str, unknown))} in the "
+            f"cluster (its brokers: {', '.join(map(str, live))})"
+        )
+    assigned = _partition_replicas(metadata)
     current: dict[str, dict[int, list[int]]] = {}
     for tp, (_leader, replicas) in sorted(assigned.items()):
         if tp.topic in names:
@@ -388,9 +400,14 @@ def reassign(
         if generate:
             if topics_to_move_json_file is None or broker_list is None:
                 raise _fail("--generate needs --topics-to-move-json-file and --broker-list")
+            flag = "--topics-to-move-json-file"
             try:
-                now, proposed = generate_reassignment(
-                    admin, topics_to_move_json_file.read_text(), broker_list
+                topics_obj = read_json_file(topics_to_move_json_file, flag)
+                now, proposed = _json_shape(
+                    topics_to_move_json_file,
+                    flag,
+                    lambda obj: generate_reassignment(admin, obj, broker_list),
+                    topics_obj,
                 )
             except (AdminError, OSError, ValueError, KeyError, TypeError) as e:
                 raise _fail(str(e)) from e
@@ -410,7 +427,13 @@ def reassign(
         if reassignment_json_file is None:
             raise _fail(f"{chosen[0]} needs --reassignment-json-file")
         try:
-            wanted = parse_reassignment_json(reassignment_json_file.read_text())
+            flag = "--reassignment-json-file"
+            wanted = _json_shape(
+                reassignment_json_file,
+                flag,
+                parse_reassignment_json,
+                read_json_file(reassignment_json_file, flag),
+            )
             if cancel:
                 cancel_reassignments(admin, wanted)
             elif execute:
@@ -489,22 +512,50 @@ def elect_leaders(
 
 def elect(
     bootstrap_server: str = BOOTSTRAP,
-    election_type: str = typer.Option(..., "--election-type", help="preferred or unclean"),
+    election_type: str = typer.Option(
+        ..., "--election-type", help="PREFERRED or UNCLEAN (any case)"
+    ),
     topic: str | None = typer.Option(None, "--topic"),
     partition: int | None = typer.Option(None, "--partition"),
     all_topic_partitions: bool = typer.Option(False, "--all-topic-partitions"),
+    path_to_json_file: Path | None = typer.Option(  # noqa: B008 - typer's idiom
+        None,
+        "--path-to-json-file",
+        help='The partitions: {"partitions":[{"topic":"t","partition":0}]}',
+    ),
     command_config: Path | None = COMMAND_CONFIG,
 ) -> None:
     """Elect leaders: preferred replicas or, for offline partitions, unclean
     (kafka-leader-election.sh)."""
+    election_type = election_type.lower()
+    if election_type not in ELECTION_TYPES:
+        raise _fail("--election-type must be PREFERRED or UNCLEAN")
+    chosen = [all_topic_partitions, topic is not None, path_to_json_file is not None]
+    if sum(chosen) != 1:
+        raise _fail(
+            "give one of --topic T --partition P, --all-topic-partitions, --path-to-json-file"
+        )
+    if topic is not None and partition is None:
+        raise _fail("--topic needs --partition")
+    tps: list[TopicPartition] | None = None
+    if topic is not None:
+        tps = [TopicPartition(topic, int(partition or 0))]
+    elif path_to_json_file is not None:
+        flag = "--path-to-json-file"
+        try:
+            tps = _json_shape(
+                path_to_json_file,
+                flag,
+                lambda obj: [
+                    TopicPartition(str(p["topic"]), int(p["partition"])) for p in obj["partitions"]
+                ],
+                read_json_file(path_to_json_file, flag),
+            )
+        except ToolError as e:
+            raise _fail(str(e)) from e
+        if not tps:
+            raise _fail(f"{flag} {path_to_json_file} lists no partitions")
     with connect(bootstrap_server, command_config, "strandline-elect") as admin:
-        if election_type not in ELECTION_TYPES:
-            raise _fail("--election-type must be preferred or unclean")
-        if all_topic_partitions == (topic is not None):
-            raise _fail("give either --topic T --partition P or --all-topic-partitions")
-        if topic is not None and partition is None:
-            raise _fail("--topic needs --partition")
-        tps = None if all_topic_partitions else [TopicPartition(str(topic), int(partition or 0))]
         try:
             results = elect_leaders(admin, ELECTION_TYPES[election_type], tps)
         except (AdminError, OSError) as e:

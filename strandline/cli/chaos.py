@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+
+from strandline.cli import tool_console
 
 app = typer.Typer(
     help="Fault schedules against a real local cluster, with a history checker.",
     no_args_is_help=True,
 )
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 OutOption = Annotated[
     Path, typer.Option("--out", help="Folder for each schedule's history, logs and timeline")

@@ -6,15 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.faults.partition import describe
 from strandline.launcher.local_cluster import ClusterError, LocalCluster, host_layout, parse_signal
 
 app = typer.Typer(help="Run a local ZooKeeper + N-broker cluster.", no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 DATA_DIR = typer.Option(..., "--data-dir", help="Directory holding the cluster's files")
 
@@ -30,7 +31,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {exc}")
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
     return typer.Exit(code=1)
 
 
@@ -70,6 +71,14 @@ def up(
         help="plaintext, ssl, sasl_plaintext or sasl_ssl: TLS and/or SASL on the listener, "
         "ACLs on, an admin super user in DIR/client.properties",
     ),
+    metrics_port_base: int | None = typer.Option(
+        None,
+        "--metrics-port-base",
+        min=1,
+        help="Broker i serves Prometheus metrics on this port + i - 1 (default: the ports "
+        "this directory's last cluster had, else free ones); DIR/prometheus/ gets "
+        "prometheus.yml, targets.json and alerts.yml",
+    ),
 ) -> None:
     """Start ZooKeeper and N brokers in the background; print the bootstrap servers."""
     if zookeeper_nodes not in (1, 3):
@@ -86,6 +95,7 @@ def up(
             security=security,
             hosts=hosts,
             brokers_per_host=brokers_per_host,
+            metrics_port_base=metrics_port_base,
         )
     except (ClusterError, OSError, RuntimeError, ValueError) as exc:
         raise _fail(exc) from exc

@@ -43,10 +43,10 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import rdkafka, tool_console
 from strandline.client.admin import (
     DEFAULT_TIMEOUT_S,
     AdminClient,
@@ -57,8 +57,8 @@ from strandline.client.admin import (
 )
 from strandline.security.scram import SCRAM_MECHANISMS, check_iterations
 
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
@@ -468,10 +468,13 @@ class ScramUsers:
         except ValueError as e:
             raise ConfigToolError("request.timeout.ms must be a number of milliseconds") from e
         props.setdefault("client.id", "strandline-configs")
+        self.watch = rdkafka.Watch(bootstrap)
         try:
-            self.admin = LibrdkafkaAdmin({"bootstrap.servers": bootstrap, **props})
-        except KafkaException as e:
-            raise ConfigToolError(_admin_error(e)) from e
+            self.admin = rdkafka.create(
+                LibrdkafkaAdmin, self.watch.config({"bootstrap.servers": bootstrap, **props})
+            )
+        except rdkafka.ClientError as e:
+            raise ConfigToolError(str(e)) from e
 
     def describe(self, name: str | None) -> None:
         try:
@@ -480,9 +483,11 @@ class ScramUsers:
                 None if name is None else [name], request_timeout=self.timeout_s
             )
             if isinstance(answer, dict):
-                descriptions = [f.result(self.timeout_s) for f in answer.values()]
+                descriptions = [
+                    self.watch.wait(self.admin, f, self.timeout_s) for f in answer.values()
+                ]
             else:
-                found = answer.result(self.timeout_s)
+                found = self.watch.wait(self.admin, answer, self.timeout_s)
                 descriptions = [found[user] for user in sorted(found)]
         except KafkaException as e:
             error = _kafka_error(e)
@@ -519,7 +524,7 @@ class ScramUsers:
             (future,) = self.admin.alter_user_scram_credentials(
                 alterations, request_timeout=self.timeout_s
             ).values()
-            future.result(self.timeout_s)
+            self.watch.wait(self.admin, future, self.timeout_s)
         except KafkaException as e:
             raise ConfigToolError(f"user {name!r}: {_admin_error(e)}") from e
         except TimeoutError as e:

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import typer
 import uvicorn
-from rich.console import Console
 from rich.markup import escape
 
+from strandline.cli import tool_console
 from strandline.client.admin import AdminError, read_properties
 from strandline.console.app import create_app
 from strandline.console.gather import Gatherer
 from strandline.console.sources import ConsoleError, parse_metrics_urls, resolve
 
-err_console = Console(stderr=True)
+err_console = tool_console(stderr=True)
 
 
 def _fail(message: str) -> typer.Exit:

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from strandline.cli import tool_console
 from strandline.errors import KafkaError
 from strandline.protocol.record_batch import (
     CODEC_NAMES,
@@ -525,7 +525,10 @@ def problem_line(problem: dict[str, Any]) -> str:
 
 def dump_log(
     files: list[Path] = typer.Argument(  # noqa: B008 - typer's idiom
-        ..., help="Segment, index, time index, snapshot or checkpoint files, or directories"
+        None, help="Segment, index, time index, snapshot or checkpoint files, or directories"
+    ),
+    files_option: str | None = typer.Option(
+        None, "--files", help="Comma-separated files, as kafka-dump-log.sh takes them"
     ),
     deep_iteration: bool = typer.Option(
         False, "--deep-iteration", help="Decode every record, not only batch headers"
@@ -539,7 +542,13 @@ def dump_log(
 
     Exits 1 if any file is corrupt or unreadable.
     """
-    err_console = Console(stderr=True, soft_wrap=True)  # whole lines, for grep
+    err_console = tool_console(stderr=True, soft_wrap=True)  # whole lines, for grep
+    files = list(files or []) + [Path(f) for f in (files_option or "").split(",") if f]
+    if not files:
+        err_console.print(
+            "[bold red]error:[/] give --files FILE[,FILE] (or the files as arguments)"
+        )
+        raise typer.Exit(code=2)
     deep = deep_iteration or print_data_log
     damaged: list[Dump] = []
     for path in expand(files):
@@ -563,7 +572,8 @@ def dump_log(
             err_console.print(f"[bold red]error:[/] {escape(str(dump.path))}: {hidden} more")
     if damaged:
         count = sum(len(d.problems) for d in damaged)
-        err_console.print(f"[bold red]{count} problem(s) in {len(damaged)} file(s)[/]")
+        if count > 1:  # one problem's own line says it all
+            err_console.print(f"[bold red]{count} problem(s) in {len(damaged)} file(s)[/]")
         raise typer.Exit(code=1)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,17 +23,17 @@ from typing import Any
 import typer
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.client.admin import AdminClient, AdminError, AdminSettings
 from strandline.protocol.messages import build, request_module
 from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
 
 app = typer.Typer(no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 BOOTSTRAP_HELP = "HOST:PORT of any broker"
 REQUEST_TIMEOUT_S = 15.0
@@ -149,6 +150,9 @@ async def plan_reset(
     *,
     only: dict[str, list[int] | None] | None = None,
     to_offset: int | None = None,
+    to_current: bool = False,
+    by_duration: datetime.timedelta | None = None,
+    from_file: dict[TopicPartition, int] | None = None,
     settings: ClientSettings = DEFAULT_SETTINGS,
 ) -> tuple[str, dict[TopicPartition, int]]:
     """New offsets per partition (clamped to the log's range); committed if `execute`.
@@ -157,7 +161,15 @@ async def plan_reset(
     async with ClusterClient(bootstrap, settings) as client:
         described = await client.describe(group)
         committed = await client.committed(group)
-        if topics:
+        if from_file is not None:
+            partitions = sorted(from_file)
+            await client.metadata({tp.topic for tp in partitions})
+            unknown = sorted(
+                f"{tp.topic}-{tp.partition}" for tp in partitions if tp not in client.leaders
+            )
+            if unknown:
+                raise GroupToolError(f"--from-file names unknown partitions: {', '.join(unknown)}")
+        elif topics:
             await client.metadata(topics)
             _check_topics(client, {t: (only or {}).get(t) for t in topics})
             chosen = only or {}
@@ -178,10 +190,17 @@ async def plan_reset(
             targets = dict(earliest)
         elif to_latest:
             targets = dict(latest)
-        elif to_datetime is not None:
-            stamp = int(to_datetime.timestamp() * 1000)
+        elif to_datetime is not None or by_duration is not None:
+            when = to_datetime or datetime.datetime.now(datetime.UTC) - (
+                by_duration or datetime.timedelta()
+            )
+            stamp = int(when.timestamp() * 1000)
             found = await client.list_offsets(partitions, stamp)
             targets = {tp: (o if o >= 0 else latest[tp]) for tp, o in found.items()}
+        elif from_file is not None:
+            targets = dict(from_file)
+        elif to_current:
+            targets = {tp: committed.get(tp, latest[tp]) for tp in partitions}
         elif to_offset is not None:
             targets = dict.fromkeys(partitions, to_offset)
         else:
@@ -337,7 +356,58 @@ def _reset_table(group: str, state: str, new: dict[TopicPartition, int], execute
 
 ACTIONS = ("--list", "--describe", "--delete", "--delete-offsets", "--reset-offsets")
 VIEWS = ("--offsets", "--members", "--state")
-RESET_MODES = ("--to-earliest", "--to-latest", "--to-datetime", "--shift-by", "--to-offset")
+RESET_MODES = (
+    "--to-earliest",
+    "--to-latest",
+    "--to-datetime",
+    "--shift-by",
+    "--to-offset",
+    "--to-current",
+    "--by-duration",
+    "--from-file",
+)
+_DURATION = re.compile(
+    r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?",
+    re.IGNORECASE,
+)
+
+
+def parse_duration(text: str) -> datetime.timedelta:
+    """--by-duration as Kafka reads it: ISO-8601 PnDTnHnMnS, e.g. PT1H30M or P1D."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or not any(match.groupdict().values()):
+        raise GroupToolError(f"--by-duration {text!r}: expected PnDTnHnMnS, e.g. PT30M or P1DT2H")
+    parts = {k: float(v or 0) for k, v in match.groupdict().items()}
+    return datetime.timedelta(
+        days=parts["d"], hours=parts["h"], minutes=parts["m"], seconds=parts["s"]
+    )
+
+
+def parse_offsets_csv(path: Path, text: str) -> dict[str, dict[TopicPartition, int]]:
+    """--from-file (what --export wrote): `topic,partition,offset` lines for one group, or
+    `group,topic,partition,offset` for several; group "" is the one of the first kind."""
+    out: dict[str, dict[TopicPartition, int]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        try:
+            if len(cells) == 3:
+                group, (topic, partition, offset) = "", cells
+            elif len(cells) == 4:
+                group, topic, partition, offset = cells
+            else:
+                raise ValueError(f"{len(cells)} fields")
+            out.setdefault(group, {})[TopicPartition(topic, int(partition))] = int(offset)
+        except ValueError as e:
+            raise GroupToolError(
+                f"--from-file {path}: line {number} is not topic,partition,offset ({e})"
+            ) from e
+    if not out:
+        raise GroupToolError(f"--from-file {path}: no offsets in it")
+    return out
+
+
 # What the errors users meet mean for the group they named.
 _GROUP_ERRORS = {
     ErrorCode.group_id_not_found: "does not exist",
@@ -568,7 +638,10 @@ def _validate(
     if action == "--delete-offsets" and not topics:
         raise GroupToolError("--delete-offsets needs --topic TOPIC[:PARTITION,...]")
     if action == "--reset-offsets":
-        if bool(topics) == all_topics:
+        if reset_modes == ["--from-file"]:
+            if topics or all_topics:
+                raise GroupToolError("--from-file names its partitions: no --topic/--all-topics")
+        elif bool(topics) == all_topics:
             raise GroupToolError("--reset-offsets needs --topic (repeatable) or --all-topics")
         if len(reset_modes) != 1:
             raise GroupToolError(f"--reset-offsets needs exactly one of {', '.join(RESET_MODES)}")
@@ -631,6 +704,16 @@ def groups_flags(
     ),
     shift_by: int | None = typer.Option(None, "--shift-by"),
     to_offset: int | None = typer.Option(None, "--to-offset"),
+    to_current: bool = typer.Option(False, "--to-current", help="The committed offsets"),
+    by_duration: str | None = typer.Option(
+        None, "--by-duration", help="Offsets of this long ago: PnDTnHnMnS, e.g. PT30M"
+    ),
+    from_file: Path | None = typer.Option(  # noqa: B008 - typer's idiom
+        None, "--from-file", help="CSV of topic,partition,offset (as --export writes)"
+    ),
+    export: bool = typer.Option(
+        False, "--export", help="--reset-offsets: print the plan as CSV for --from-file"
+    ),
     execute: bool = typer.Option(False, "--execute", help="--reset-offsets: commit"),
     dry_run: bool = typer.Option(False, "--dry-run", help="--reset-offsets: only show (default)"),
 ) -> None:
@@ -662,6 +745,9 @@ def groups_flags(
                 to_datetime is not None,
                 shift_by is not None,
                 to_offset is not None,
+                to_current,
+                by_duration is not None,
+                from_file is not None,
             ),
             strict=True,
         )
@@ -680,8 +766,17 @@ def groups_flags(
             execute=execute,
             dry_run=dry_run,
         )
+        if export and action != "--reset-offsets":
+            raise GroupToolError("--export only goes with --reset-offsets")
         topics = parse_topic_partitions(topic)
         settings = _settings(command_config)
+        duration = parse_duration(by_duration) if by_duration is not None else None
+        planned = None
+        if from_file is not None:
+            try:
+                planned = parse_offsets_csv(from_file, from_file.read_text())
+            except OSError as e:
+                raise GroupToolError(f"--from-file {from_file}: {e.strerror}") from e
         if action == "--list":
             for group_id in sorted({g[0] for g in asyncio.run(_list(bootstrap_server, settings))}):
                 print(group_id)
@@ -704,6 +799,10 @@ def groups_flags(
                 to_offset,
                 execute,
                 settings,
+                to_current=to_current,
+                by_duration=duration,
+                from_file=planned,
+                export=export,
             )
     except (AdminError, typer.BadParameter) as e:
         raise _fail(e) from e
@@ -805,12 +904,32 @@ def _reset_flags(
     to_offset: int | None,
     execute: bool,
     settings: ClientSettings,
+    *,
+    to_current: bool = False,
+    by_duration: datetime.timedelta | None = None,
+    from_file: dict[str, dict[TopicPartition, int]] | None = None,
+    export: bool = False,
 ) -> None:
     async def ids() -> list[str]:
         async with ClusterClient(bootstrap, settings) as client:
             return await _group_ids(client, groups, all_groups)
 
-    for group in asyncio.run(ids()):
+    chosen = asyncio.run(ids())
+    if from_file is not None:
+        named = set(from_file) - {""}
+        if "" in from_file and len(chosen) != 1:
+            raise GroupToolError("--from-file of topic,partition,offset lines is for one --group")
+        if named - set(chosen):
+            raise GroupToolError(
+                f"--from-file names groups not asked for: {', '.join(sorted(named - set(chosen)))}"
+            )
+    exported: list[str] = []
+    for group in chosen:
+        mine = None
+        if from_file is not None:
+            mine = from_file.get(group, from_file.get("", {}) if len(chosen) == 1 else {})
+            if not mine:
+                continue
         state, new = asyncio.run(
             plan_reset(
                 bootstrap,
@@ -823,7 +942,21 @@ def _reset_flags(
                 execute,
                 only=topics,
                 to_offset=to_offset,
+                to_current=to_current,
+                by_duration=by_duration,
+                from_file=mine,
                 settings=settings,
             )
         )
-        console.print(_reset_table(group, state, new, execute))
+        if export:
+            # Kafka's export: one group's lines without the group, several groups' with it.
+            exported += [
+                f"{tp.topic},{tp.partition},{offset}"
+                if len(chosen) == 1
+                else f"{group},{tp.topic},{tp.partition},{offset}"
+                for tp, offset in sorted(new.items())
+            ]
+        else:
+            console.print(_reset_table(group, state, new, execute))
+    if export:
+        print("\n".join(exported))

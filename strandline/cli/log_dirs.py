@@ -20,10 +20,10 @@ from typing import Any
 
 import typer
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.cli.configs import (
     AdminSession,
     ConfigToolError,
@@ -36,8 +36,8 @@ app = typer.Typer(
     help="Log directories: replica sizes and lag per broker (kafka-log-dirs.sh).",
     no_args_is_help=True,
 )
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 DESCRIBE_LOG_DIRS = 35
 
@@ -205,6 +205,11 @@ def describe_command(
         None, "--topic-list", help="Only these topics, e.g. t1,t2 (default: every topic)"
     ),
     json_: bool = typer.Option(False, "--json", help="Kafka's JSON instead of a table"),
+    output: str = typer.Option(
+        "table",
+        "--output",
+        help="table, json, or kafka: kafka-log-dirs.sh's lines (what `log-dirs --describe` prints)",
+    ),
     command_config: Path | None = typer.Option(  # noqa: B008 - typer's idiom
         None,
         "--command-config",
@@ -212,6 +217,8 @@ def describe_command(
     ),
 ) -> None:
     """Every log dir of the brokers with its replicas' sizes and offset lag."""
+    if output not in ("table", "json", "kafka"):
+        raise _fail(f"--output must be table, json or kafka, not {output!r}")
     try:
         if not bootstrap_server:
             raise ConfigToolError("--bootstrap-server is required")
@@ -227,7 +234,12 @@ def describe_command(
         dirs = asyncio.run(run())
     except AdminError as e:
         raise _fail(str(e)) from e
-    if json_:
+    if output == "kafka":
+        print("Querying brokers for log directories information")
+        answered = ",".join(str(b) for b in sorted({d.broker for d in dirs}))
+        print(f"Received log directory information from brokers {answered}")
+        print(as_json(dirs))
+    elif json_ or output == "json":
         print(as_json(dirs))
     else:
         print_table(dirs)

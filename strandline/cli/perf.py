@@ -18,8 +18,6 @@ from typing import Annotated, Any
 import typer
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -30,13 +28,14 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from strandline.cli import rdkafka, tool_console
 from strandline.cli.topics import TopicToolError, parse_configs, read_command_config
 
 app = typer.Typer(
     help="Producer and consumer performance tests (kafka-*-perf-test.sh).",
     no_args_is_help=True,
 )
-console = Console(stderr=True)
+console = tool_console(stderr=True)
 
 METADATA_TIMEOUT_S = 10.0
 JOIN_TIMEOUT_S = 60.0
@@ -57,7 +56,7 @@ class PerfError(RuntimeError):
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {escape(message)}")
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code=1)
 
 
@@ -71,32 +70,49 @@ def _client_config(bootstrap: str, command_config: Path | None, extra: list[str]
     return config
 
 
-def _partitions(config: dict[str, Any], topic: str) -> int:
+def _partitions(config: dict[str, Any], topic: str, client: type[Any] = Producer) -> int:
     """The topic's partition count; a missing topic or an unreachable cluster is an error.
     Where the brokers auto-create topics (Kafka's default) the metadata request creates
-    it, as producing would, and its leaders are waited for."""
-    admin_keys = {k: v for k, v in config.items() if not k.startswith(("acks", "linger", "batch"))}
-    admin_keys.setdefault("socket.timeout.ms", 5000)
-    admin = AdminClient(admin_keys)
+    it, as producing would, and its leaders are waited for. The settings are checked by
+    the client they are for before anything connects."""
+    watch = rdkafka.Watch(str(config["bootstrap.servers"]))
+    flag = "--producer-props" if client is Producer else "--consumer-props"
+    given = {k: v for k, v in config.items() if k != "bootstrap.servers"}
+    ours = ("acks", "group.id", "auto.offset.reset", "enable.auto.commit")
+    shown = " ".join(f"{k}={v}" for k, v in given.items() if "password" not in k and k not in ours)
+    probe = rdkafka.create(client, watch.config(config), f"{flag} {shown}".strip())
+    probe_close = getattr(probe, "close", None)
     deadline = time.monotonic() + METADATA_TIMEOUT_S
-    while True:
-        try:
-            meta = admin.list_topics(topic, timeout=METADATA_TIMEOUT_S)
-        except KafkaException as e:
-            raise PerfError(f"cannot reach {config['bootstrap.servers']}: {e.args[0].str()}") from e
-        info = meta.topics.get(topic)
-        error = None if info is None else info.error
-        if info is not None and error is None:
-            return len(info.partitions)
-        if error is not None and error.code() == KafkaError.LEADER_NOT_AVAILABLE:
-            if time.monotonic() < deadline:
-                time.sleep(0.2)
-                continue
-        if error is not None and error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-            raise PerfError(f"topic {topic!r}: {error.str()}")
-        raise PerfError(
-            f"topic {topic!r} does not exist (create it with `strandline topics --create`)"
-        )
+    try:
+        while True:
+            try:
+                meta = watch.call(
+                    probe, lambda t: probe.list_topics(topic, timeout=t), METADATA_TIMEOUT_S
+                )
+            except rdkafka.ClientError as e:
+                raise PerfError(str(e)) from e
+            except KafkaException as e:
+                raise PerfError(
+                    f"cannot reach {config['bootstrap.servers']}: {e.args[0].str()}"
+                ) from e
+            info = meta.topics.get(topic)
+            error = None if info is None else info.error
+            if info is not None and error is None:
+                return len(info.partitions)
+            if error is not None and error.code() == KafkaError.LEADER_NOT_AVAILABLE:
+                if time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+            if error is not None and error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise PerfError(f"topic {topic!r}: {error.str()}")
+            raise PerfError(
+                f"topic {topic!r} does not exist (create it with `strandline topics --create`)"
+            )
+    finally:
+        if probe_close is not None:
+            probe_close()
+        elif hasattr(probe, "flush"):
+            probe.flush(0)
 
 
 @dataclass
@@ -152,7 +168,7 @@ def produce(
         config.setdefault("acks", acks)
         _partitions(config, topic)
         summary = _produce(config, topic, num_records, record_size, throughput)
-    except PerfError as e:
+    except (PerfError, rdkafka.ClientError) as e:
         raise _fail(str(e)) from e
     _report(summary, as_json, _produce_line)
 
@@ -160,45 +176,55 @@ def produce(
 def _produce(
     config: dict[str, Any], topic: str, count: int, size: int, rate: float
 ) -> dict[str, Any]:
-    producer = Producer(config)
+    watch = rdkafka.Watch(str(config["bootstrap.servers"]))
+    producer = rdkafka.create(Producer, watch.config(config), "--producer-props")
     lat = Latencies()
     value = uuid.uuid4().bytes * (size // 16 + 1)
     value = value[:size]
 
-    def delivered(sent_at: float) -> Any:
-        def report(err: KafkaError | None, msg: Any) -> None:
-            if err is not None:
-                lat.failed += 1
-                lat.first_error = lat.first_error or err.str()
-                return
-            lat.values.append((time.perf_counter() - sent_at) * 1000)
-            lat.bytes += len(msg.value() or b"")
+    def delivered(err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            lat.failed += 1
+            lat.first_error = lat.first_error or err.str()
+            return
+        # librdkafka's own clock from produce() to the broker's acknowledgement, so the
+        # figure does not depend on when this callback gets served.
+        lat.values.append(msg.latency() * 1000)
+        lat.bytes += len(msg.value() or b"")
 
-        return report
+    def serve(timeout: float) -> None:
+        producer.poll(timeout)
+        if watch.fatal is not None:
+            raise PerfError(watch.reason() or watch.fatal.str())
 
     started = time.perf_counter()
+    shown = started
     with _progress() as progress:
         task = progress.add_task("producing", total=count, rate="")
         for i in range(count):
             if rate > 0:
-                # Kafka's throttler: sleep until record i is due at the asked rate.
+                # Kafka's throttler: wait until record i is due at the asked rate, serving
+                # delivery reports meanwhile.
                 due = started + i / rate
-                pause = due - time.perf_counter()
-                if pause > 0:
-                    time.sleep(pause)
+                while (pause := due - time.perf_counter()) > 0:
+                    serve(pause)
             while True:
                 try:
-                    producer.produce(topic, value, on_delivery=delivered(time.perf_counter()))
+                    producer.produce(topic, value, on_delivery=delivered)
                     break
                 except BufferError:
-                    producer.poll(0.05)  # local queue full: let deliveries drain it
-            if i % 1000 == 0:
-                producer.poll(0)
-                elapsed = time.perf_counter() - started
+                    serve(0.05)  # local queue full: let deliveries drain it
+            serve(0)
+            now = time.perf_counter()
+            if now - shown > 0.2:
+                shown = now
                 progress.update(
-                    task, completed=len(lat.values), rate=f"{len(lat.values) / elapsed:,.0f} rec/s"
+                    task,
+                    completed=len(lat.values),
+                    rate=f"{len(lat.values) / (now - started):,.0f} rec/s",
                 )
-        while producer.flush(1.0) > 0:
+        while producer.flush(0.2) > 0:
+            serve(0)
             progress.update(task, completed=len(lat.values) + lat.failed)
         progress.update(task, completed=count)
     seconds = time.perf_counter() - started
@@ -247,12 +273,12 @@ def consume(
     (kafka-consumer-perf-test.sh)."""
     try:
         config = _client_config(bootstrap_server, command_config, consumer_props or [])
-        _partitions(config, topic)
         config.setdefault("group.id", group or f"perf-consumer-{uuid.uuid4().hex[:8]}")
+        _partitions(config, topic, Consumer)
         config.setdefault("auto.offset.reset", "earliest")
         config.setdefault("enable.auto.commit", False)
         summary = _consume(config, topic, messages, timeout_ms / 1000)
-    except PerfError as e:
+    except (PerfError, rdkafka.ClientError) as e:
         raise _fail(str(e)) from e
     _report(summary, as_json, _consume_line)
 
@@ -263,7 +289,8 @@ def _consume(config: dict[str, Any], topic: str, wanted: int, idle_s: float) -> 
     def on_assign(consumer: Consumer, partitions: list[CkTopicPartition]) -> None:
         joined.append(time.perf_counter())
 
-    consumer = Consumer(config)
+    watch = rdkafka.Watch(str(config["bootstrap.servers"]))
+    consumer = rdkafka.create(Consumer, watch.config(config), "--consumer-props")
     started = time.perf_counter()
     consumer.subscribe([topic], on_assign=on_assign)
     count = size = 0
@@ -273,6 +300,8 @@ def _consume(config: dict[str, Any], topic: str, wanted: int, idle_s: float) -> 
             task = progress.add_task("consuming", total=wanted, rate="")
             while count < wanted:
                 batch = consumer.consume(min(10_000, wanted - count), timeout=0.2)
+                if watch.fatal is not None:
+                    raise PerfError(watch.reason() or watch.fatal.str())
                 now = time.perf_counter()
                 if not batch:
                     # The idle clock starts once the group assigned us partitions: joining

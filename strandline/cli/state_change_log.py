@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from strandline.cli import tool_console
 from strandline.state_change_log import (
     ALARMING,
     LOG_NAME,
@@ -93,8 +93,8 @@ def merge_command(
     as_json: bool = typer.Option(False, "--json", help="JSON lines, as the brokers wrote them"),
 ) -> None:
     """Merge the brokers' state-change logs into one time-ordered, filtered timeline."""
-    console = Console()
-    err_console = Console(stderr=True, soft_wrap=True)  # whole lines, for grep
+    console = tool_console()
+    err_console = tool_console(stderr=True, soft_wrap=True)  # whole lines, for grep
     try:
         paths = _sources(data_dir, files or [])
         start = parse_time(since) if since is not None else None

@@ -7,6 +7,8 @@ any Kafka-compatible cluster, not only a local Strandline one.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -23,14 +25,14 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import rdkafka, tool_console
 from strandline.client.admin import AdminError, read_properties
 
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 TIMEOUT_S = 30.0
 # Long enough for a controller to elect leaders for new partitions, short enough that a
@@ -116,11 +118,25 @@ def _explain(exc: BaseException, topic: str, *, partitions: int = 0, rf: int = 0
     return f"{error.name()}: {detail}"
 
 
-def _result(future: Future[Any], topic: str, **context: int) -> Any:
-    try:
-        return future.result(TIMEOUT_S)
-    except KafkaException as e:
-        raise TopicToolError(_explain(e, topic, **context)) from e
+def parse_replica_assignment(text: str) -> list[list[int]]:
+    """kafka-topics' --replica-assignment: partitions by commas, their replicas by
+    colons, e.g. 1:2,2:3,3:1."""
+    assignment: list[list[int]] = []
+    for part in text.split(","):
+        try:
+            replicas = [int(r) for r in part.split(":")]
+        except ValueError:
+            raise TopicToolError(
+                f"--replica-assignment {text!r}: expected broker ids like 1:2,2:3"
+            ) from None
+        if len(set(replicas)) != len(replicas):
+            raise TopicToolError(f"--replica-assignment {text!r}: a broker repeats in {part!r}")
+        assignment.append(replicas)
+    if len({len(r) for r in assignment}) > 1:
+        raise TopicToolError(
+            f"--replica-assignment {text!r}: every partition needs the same number of replicas"
+        )
+    return assignment
 
 
 class Topics:
@@ -128,22 +144,49 @@ class Topics:
 
     def __init__(self, bootstrap: str, extra: dict[str, str] | None = None) -> None:
         config: dict[str, Any] = {"bootstrap.servers": bootstrap, **(extra or {})}
+        self.watch = rdkafka.Watch(bootstrap)
+        self.admin = rdkafka.create(AdminClient, self.watch.config(config))
+
+    def _result(self, future: Future[Any], topic: str, **context: int) -> Any:
         try:
-            self.admin = AdminClient(config)
+            return self.watch.wait(self.admin, future, TIMEOUT_S)
         except KafkaException as e:
-            raise TopicToolError(_explain(e, "")) from e
+            raise TopicToolError(_explain(e, topic, **context)) from e
 
     def metadata(self) -> Any:
         try:
-            return self.admin.list_topics(timeout=METADATA_TIMEOUT_S)
+            return self.watch.call(
+                self.admin, lambda t: self.admin.list_topics(timeout=t), METADATA_TIMEOUT_S
+            )
         except KafkaException as e:
             raise TopicToolError(_explain(e, "")) from e
 
-    def create(self, topic: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
-        futures = self.admin.create_topics(
-            [NewTopic(topic, partitions, rf, config=configs)], operation_timeout=TIMEOUT_S
-        )
-        _result(futures[topic], topic, partitions=partitions, rf=rf)
+    def matching(self, pattern: str) -> list[str]:
+        """--topic as kafka-topics reads it: a name, or a regular expression."""
+        names = self.metadata().topics
+        if pattern in names:
+            return [pattern]
+        try:
+            regex = re.compile(pattern)
+        except re.error:
+            return []
+        return sorted(n for n in names if regex.fullmatch(n))
+
+    def create(
+        self,
+        topic: str,
+        partitions: int | None,
+        rf: int | None,
+        configs: dict[str, str],
+        assignment: list[list[int]] | None = None,
+    ) -> None:
+        # -1: the broker's num.partitions / default.replication.factor, as Kafka does.
+        if assignment is not None:
+            new = NewTopic(topic, len(assignment), replica_assignment=assignment, config=configs)
+        else:
+            new = NewTopic(topic, partitions or -1, rf or -1, config=configs)
+        futures = self.admin.create_topics([new], operation_timeout=TIMEOUT_S)
+        self._result(futures[topic], topic, partitions=partitions or -1, rf=rf or -1)
 
     def names(self, exclude_internal: bool) -> list[str]:
         return sorted(
@@ -182,7 +225,7 @@ class Topics:
             resources, request_timeout=TIMEOUT_S
         ).items():
             try:
-                out[resource.name] = future.result(TIMEOUT_S)
+                out[resource.name] = self.watch.wait(self.admin, future, TIMEOUT_S)
             except KafkaException as e:
                 error = _kafka_error(e)
                 if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -190,11 +233,18 @@ class Topics:
                 raise TopicToolError(_explain(e, resource.name)) from e
         return out
 
-    def alter(self, topic: str, partitions: int) -> None:
-        futures = self.admin.create_partitions(
-            [NewPartitions(topic, partitions)], operation_timeout=TIMEOUT_S
+    def alter(self, topic: str, partitions: int, assignment: list[list[int]] | None) -> None:
+        # kafka-topics' --alter --replica-assignment lists every partition; the new ones
+        # are its tail.
+        current = len(self.metadata().topics[topic].partitions)
+        new = assignment[current:] if assignment is not None else None
+        wanted = (
+            NewPartitions(topic, partitions)
+            if new is None
+            else NewPartitions(topic, partitions, replica_assignment=new)
         )
-        _result(futures[topic], topic, partitions=partitions)
+        futures = self.admin.create_partitions([wanted], operation_timeout=TIMEOUT_S)
+        self._result(futures[topic], topic, partitions=partitions)
 
     def delete(self, topic: str) -> None:
         # Checked up front so an unknown name gets the same one line as --describe,
@@ -202,7 +252,7 @@ class Topics:
         if topic not in self.metadata().topics:
             raise TopicToolError(f"topic {topic!r} does not exist")
         futures = self.admin.delete_topics([topic], operation_timeout=TIMEOUT_S)
-        _result(futures[topic], topic)
+        self._result(futures[topic], topic)
 
 
 def _min_isr(entries: dict[str, Any]) -> int:
@@ -233,12 +283,18 @@ def _ids(ids: Iterable[int]) -> str:
 
 def describe(
     tool: Topics,
-    topic: str | None,
+    topics: list[str] | None,
     under_replicated: bool,
     unavailable: bool,
     under_min_isr: bool,
+    output: str = "kafka",
 ) -> None:
-    infos, live = tool.partitions(topic)
+    """kafka-topics --describe: a summary line per topic, then one line per partition
+    (`--output table` a table, `--output json` one JSON object)."""
+    infos, live = tool.partitions(None)
+    if topics is not None:
+        wanted = set(topics)
+        infos = [i for i in infos if i.topic in wanted]
     configs = tool.configs(sorted({i.topic for i in infos}))
     filtered = under_replicated or unavailable or under_min_isr
     if filtered:
@@ -249,33 +305,61 @@ def describe(
             or (unavailable and i.unavailable(live))
             or (under_min_isr and i.under_min_isr(_min_isr(configs.get(i.topic, {}))))
         ]
-    else:
-        # A filtered describe prints only the matching partitions, as Kafka's does, so a
-        # script can count them; the per-topic summary is for people.
-        by_topic: dict[str, list[PartitionInfo]] = {}
-        for info in infos:
-            by_topic.setdefault(info.topic, []).append(info)
-        for name, parts in by_topic.items():
-            rf = max((len(p.replicas) for p in parts), default=0)
-            console.print(
-                f"Topic: [bold]{escape(name)}[/]\tPartitionCount: {len(parts)}\t"
-                f"ReplicationFactor: {rf}\tConfigs: {escape(_overrides(configs.get(name, {})))}",
-                soft_wrap=True,
+    by_topic: dict[str, list[PartitionInfo]] = {}
+    for info in infos:
+        by_topic.setdefault(info.topic, []).append(info)
+    if output == "json":
+        print(
+            json.dumps(
+                [
+                    {
+                        "topic": name,
+                        "configs": _overrides(configs.get(name, {})),
+                        "partitions": [
+                            {
+                                "partition": p.partition,
+                                "leader": p.leader if p.leader >= 0 else None,
+                                "replicas": list(p.replicas),
+                                "isr": list(p.isr),
+                            }
+                            for p in parts
+                        ],
+                    }
+                    for name, parts in by_topic.items()
+                ]
             )
-    if not infos:
-        if filtered:
+        )
+        return
+    if output == "table":
+        if infos:
+            table = Table("Topic", "Partition", "Leader", "Replicas", "Isr")
+            for i in infos:
+                leader = str(i.leader) if i.leader >= 0 else "[red]none[/]"
+                isr = _ids(i.isr) if not i.under_replicated() else f"[yellow]{_ids(i.isr)}[/]"
+                table.add_row(escape(i.topic), str(i.partition), leader, _ids(i.replicas), isr)
+            console.print(table)
+        elif filtered:
             err_console.print("no partitions match")
         return
-    table = Table("Topic", "Partition", "Leader", "Replicas", "Isr")
-    for i in infos:
-        leader = str(i.leader) if i.leader >= 0 else "[red]none[/]"
-        isr = _ids(i.isr) if not i.under_replicated() else f"[yellow]{_ids(i.isr)}[/]"
-        table.add_row(escape(i.topic), str(i.partition), leader, _ids(i.replicas), isr)
-    console.print(table)
+    # Kafka's lines, plain text so that scripts written for kafka-topics.sh parse them.
+    # A filtered describe prints only the matching partitions, as Kafka's does.
+    for name, parts in by_topic.items():
+        if not filtered:
+            rf = max((len(p.replicas) for p in parts), default=0)
+            print(
+                f"Topic: {name}\tPartitionCount: {len(parts)}\t"
+                f"ReplicationFactor: {rf}\tConfigs: {_overrides(configs.get(name, {}))}"
+            )
+        for i in parts:
+            leader = str(i.leader) if i.leader >= 0 else "none"
+            print(
+                f"\tTopic: {i.topic}\tPartition: {i.partition}\tLeader: {leader}\t"
+                f"Replicas: {_ids(i.replicas)}\tIsr: {_ids(i.isr)}"
+            )
 
 
 def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code=1)
 
 
@@ -290,13 +374,28 @@ def topics(
     ),
     alter: bool = typer.Option(False, "--alter", help="Raise --topic's partition count"),
     delete: bool = typer.Option(False, "--delete", help="Delete --topic"),
-    topic: str | None = typer.Option(None, "--topic", help="Topic name"),
-    partitions: int | None = typer.Option(None, "--partitions", help="Partition count"),
+    topic: str | None = typer.Option(
+        None, "--topic", help="Topic name, or a regular expression (not with --create)"
+    ),
+    partitions: int | None = typer.Option(
+        None, "--partitions", help="Partition count (--create: default the broker's)"
+    ),
     replication_factor: int | None = typer.Option(
-        None, "--replication-factor", help="Replicas per partition (--create)"
+        None, "--replication-factor", help="Replicas per partition (default the broker's)"
+    ),
+    replica_assignment: str | None = typer.Option(
+        None,
+        "--replica-assignment",
+        help="Brokers of each partition, e.g. 1:2,2:3,3:1 (--create, --alter)",
     ),
     config: list[str] = typer.Option(  # noqa: B008 - typer's idiom
         [], "--config", help="Topic setting key=value (repeatable, --create)"
+    ),
+    if_not_exists: bool = typer.Option(
+        False, "--if-not-exists", help="--create: no error if the topic exists"
+    ),
+    if_exists: bool = typer.Option(
+        False, "--if-exists", help="--alter, --delete, --describe: no error if none matches"
     ),
     under_replicated_partitions: bool = typer.Option(
         False, "--under-replicated-partitions", help="Only partitions whose ISR < replicas"
@@ -309,6 +408,9 @@ def topics(
     ),
     exclude_internal: bool = typer.Option(
         False, "--exclude-internal", help="Leave out internal topics (__consumer_offsets, ...)"
+    ),
+    output: str = typer.Option(
+        "kafka", "--output", help="--describe: kafka (kafka-topics.sh's lines), table or json"
     ),
     command_config: Path | None = typer.Option(  # noqa: B008 - typer's idiom
         None, "--command-config", help="Client properties file (security settings)"
@@ -326,38 +428,74 @@ def topics(
     filters = under_replicated_partitions or unavailable_partitions or under_min_isr_partitions
     if filters and action != "--describe":
         raise _fail(f"{', '.join(FILTERS)} only go with --describe")
+    if output not in ("kafka", "table", "json"):
+        raise _fail(f"--output must be kafka, table or json, not {output!r}")
     if action in ("--create", "--alter", "--delete") and not topic:
         raise _fail(f"{action} needs --topic")
-    if action in ("--create", "--alter") and partitions is None:
-        raise _fail(f"{action} needs --partitions")
-    if action == "--create" and replication_factor is None:
-        raise _fail("--create needs --replication-factor")
+    if action == "--alter" and partitions is None:
+        raise _fail("--alter needs --partitions")
+    if partitions is not None and partitions < 1:
+        raise _fail(f"--partitions must be at least 1, not {partitions}")
+    if replication_factor is not None and replication_factor < 1:
+        raise _fail(f"--replication-factor must be at least 1, not {replication_factor}")
+    if replica_assignment is not None and action not in ("--create", "--alter"):
+        raise _fail("--replica-assignment only goes with --create or --alter")
+    if (
+        replica_assignment is not None
+        and action == "--create"
+        and (partitions or replication_factor)
+    ):
+        raise _fail("--replica-assignment replaces --partitions and --replication-factor")
     if config and action != "--create":
         raise _fail("--config only goes with --create (use `configs --alter` for a topic's)")
     try:
+        assignment = parse_replica_assignment(replica_assignment) if replica_assignment else None
+        if action == "--alter" and assignment is not None and len(assignment) != partitions:
+            raise TopicToolError(
+                f"--replica-assignment lists {len(assignment)} partitions, --partitions "
+                f"asks for {partitions}"
+            )
         tool = Topics(bootstrap_server, read_command_config(command_config))
         if action == "--create":
-            assert topic is not None and partitions is not None and replication_factor is not None
-            tool.create(topic, partitions, replication_factor, parse_configs(config))
-            console.print(f"Created topic {escape(topic)}.")
-        elif action == "--list":
-            for name in tool.names(exclude_internal):
+            assert topic is not None
+            try:
+                tool.create(
+                    topic, partitions, replication_factor, parse_configs(config), assignment
+                )
+            except TopicToolError as e:
+                if not (if_not_exists and "already exists" in str(e)):
+                    raise
+            else:
+                print(f"Created topic {topic}.")
+            return
+        if action == "--list":
+            names = tool.names(exclude_internal)
+            if topic is not None:
+                names = [n for n in tool.matching(topic) if n in set(names)]
+            for name in names:
                 print(name)
-        elif action == "--describe":
+            return
+        matched = tool.matching(topic) if topic is not None else None
+        if matched == [] and not if_exists:
+            raise TopicToolError(f"topic {topic!r} does not exist")
+        if action == "--describe":
             describe(
                 tool,
-                topic,
+                matched,
                 under_replicated_partitions,
                 unavailable_partitions,
                 under_min_isr_partitions,
+                output,
             )
         elif action == "--alter":
-            assert topic is not None and partitions is not None
-            tool.alter(topic, partitions)
-            console.print(f"Topic {escape(topic)} now has {partitions} partitions.")
+            assert matched is not None and partitions is not None
+            for name in matched:
+                tool.alter(name, partitions, assignment)
+                print(f"Topic {name} now has {partitions} partitions.")
         else:
-            assert topic is not None
-            tool.delete(topic)
-            console.print(f"Topic {escape(topic)} is marked for deletion.")
-    except TopicToolError as e:
+            assert matched is not None
+            for name in matched:
+                tool.delete(name)
+                print(f"Topic {name} is marked for deletion.")
+    except (TopicToolError, rdkafka.ClientError) as e:
         raise _fail(str(e)) from e

@@ -4,6 +4,7 @@ kafka-transactions.sh.
     strandline transactions --bootstrap-server H:P list [--state Ongoing]
     strandline transactions --bootstrap-server H:P describe --transactional-id ID
     strandline transactions --bootstrap-server H:P abort --transactional-id ID
+    strandline transactions --bootstrap-server H:P find-hanging --broker-id 1
 
 Everything goes over the Kafka protocol (Metadata, ListTransactions on every broker,
 FindCoordinator with key type 1, DescribeTransactions, InitProducerId), so it works
@@ -22,10 +23,10 @@ from typing import Any
 
 import typer
 from kio.schema.errors import ErrorCode
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from strandline.cli import tool_console
 from strandline.cli.txn_wire import DescribeTransactionsResponseV0
 from strandline.client.admin import AdminClient, AdminError, AdminSettings
 from strandline.client.security import ClientSecurity
@@ -35,8 +36,8 @@ app = typer.Typer(
     no_args_is_help=True,
     help="List, describe and abort transactions (kafka-transactions.sh).",
 )
-console = Console()
-err_console = Console(stderr=True)
+console = tool_console()
+err_console = tool_console(stderr=True)
 
 REQUEST_TIMEOUT_S = 15.0
 RETRY_S = 0.2
@@ -198,6 +199,122 @@ class TxnClient(AdminClient):
             await asyncio.sleep(RETRY_S)
 
 
+@dataclass(frozen=True)
+class OpenTxn:
+    """A transaction open in one partition's log (DescribeProducers)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    start_offset: int
+    last_timestamp_ms: int
+
+
+ALIVE_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+
+
+def hanging(
+    open_txns: list[OpenTxn],
+    coordinators: dict[int, Described],
+    now_ms: int,
+    max_timeout_ms: int,
+) -> list[OpenTxn]:
+    """kafka-transactions.sh find-hanging's test: a transaction open in a log for longer
+    than any transaction may last, which no coordinator has open on that partition (the
+    producer id is unknown to every coordinator, now belongs to another id, or its
+    transaction there is over). Such a transaction holds back the last stable offset, so
+    read_committed consumers stop at it, until it is aborted."""
+    out = []
+    for txn in open_txns:
+        if now_ms - txn.last_timestamp_ms < max_timeout_ms:
+            continue
+        known = coordinators.get(txn.producer_id)
+        if (
+            known is not None
+            and known.producer_id == txn.producer_id
+            and known.state in ALIVE_STATES
+            and f"{txn.topic}-{txn.partition}" in known.partitions
+        ):
+            continue
+        out.append(txn)
+    return out
+
+
+async def open_transactions(
+    client: TxnClient, broker_id: int | None, topic: str | None, partition: int | None
+) -> list[OpenTxn]:
+    """DescribeProducers for the partitions asked for: on `broker_id` (every partition it
+    hosts, as Kafka's --broker-id) or else on each partition's leader."""
+    metadata = await client.metadata([topic] if topic is not None else None)
+    by_broker: dict[int, dict[str, list[int]]] = {}
+    for t in metadata.topics:
+        if topic is not None and t.name != topic:
+            continue
+        if topic is None and t.name.startswith("__"):
+            continue  # internal topics hold no producer's transactions
+        for p in t.partitions:
+            if partition is not None and int(p.partition_index) != partition:
+                continue
+            replicas = [int(r) for r in p.replica_nodes]
+            if broker_id is not None and broker_id not in replicas:
+                continue
+            target = broker_id if broker_id is not None else int(p.leader_id)
+            if target < 0:
+                raise TxnToolError(f"{t.name}-{p.partition_index} has no leader to ask")
+            by_broker.setdefault(target, {}).setdefault(t.name, []).append(int(p.partition_index))
+    if topic is not None and not by_broker:
+        raise TxnToolError(f"topic {topic!r} has no such partition here")
+    found: list[OpenTxn] = []
+    for target, topics in sorted(by_broker.items()):
+        response = await client.send(
+            _request(
+                61,
+                0,
+                "DescribeProducersRequest",
+                topics=tuple(
+                    _request(61, 0, "TopicRequest", name=name, partition_indexes=tuple(parts))
+                    for name, parts in sorted(topics.items())
+                ),
+            ),
+            broker_id=target,
+        )
+        for t in response.topics:
+            for p in t.partitions:
+                error = ErrorCode(p.error_code)
+                if error is not ErrorCode.none:
+                    raise TxnToolError(
+                        f"broker {target}: DescribeProducers {t.name}-{p.partition_index}: "
+                        f"{_error_name(error)}"
+                    )
+                found += [
+                    OpenTxn(
+                        t.name,
+                        int(p.partition_index),
+                        int(s.producer_id),
+                        int(s.producer_epoch),
+                        int(s.coordinator_epoch),
+                        int(s.current_txn_start_offset),
+                        int(s.last_timestamp),
+                    )
+                    for s in p.active_producers
+                    if int(s.current_txn_start_offset) >= 0
+                ]
+    return found
+
+
+async def coordinators_of(client: TxnClient, producer_ids: list[int]) -> dict[int, Described]:
+    """producer id -> its transactional id's state, for the ids some coordinator knows."""
+    if not producer_ids:
+        return {}
+    out = {}
+    for state, _broker in await client.list([], producer_ids):
+        described = await client.describe(state.transactional_id)
+        out[int(state.producer_id)] = described
+    return out
+
+
 # == commands ==================================================================================
 
 
@@ -338,3 +455,59 @@ def abort_command(
         f"Fenced transactional id {escape(transactional_id)!s}: producer id {producer_id} "
         f"is now at epoch {epoch}; {what}. State now: {after.state}."
     )
+
+
+@app.command("find-hanging")
+def find_hanging_command(
+    ctx: typer.Context,
+    broker_id: int | None = typer.Option(
+        None, "--broker-id", help="every partition this broker hosts, asked of it"
+    ),
+    topic: str | None = typer.Option(None, "--topic", help="this topic's partitions"),
+    partition: int | None = typer.Option(None, "--partition", help="with --topic"),
+    max_transaction_timeout: int = typer.Option(
+        15,
+        "--max-transaction-timeout",
+        min=0,
+        help="minutes: open longer than this (transaction.max.timeout.ms) is suspect",
+    ),
+) -> None:
+    """Transactions open in a partition's log that no coordinator has open there
+    (kafka-transactions.sh find-hanging): they hold back read_committed consumers."""
+    settings: Settings = ctx.obj
+    if (broker_id is None) == (topic is None):
+        raise _fail("give --broker-id or --topic")
+    if partition is not None and topic is None:
+        raise _fail("--partition goes with --topic")
+
+    async def run() -> list[OpenTxn]:
+        async with TxnClient(settings.bootstrap, settings.security) as client:
+            candidates = await open_transactions(client, broker_id, topic, partition)
+            now_ms = int(time.time() * 1000)
+            max_ms = max_transaction_timeout * 60_000
+            old = [t for t in candidates if now_ms - t.last_timestamp_ms >= max_ms]
+            known = await coordinators_of(client, sorted({t.producer_id for t in old}))
+            return hanging(old, known, now_ms, max_ms)
+
+    found = _run(run())
+    now_ms = int(time.time() * 1000)
+    header = (
+        "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+        "StartOffset", "LastTimestamp", "Duration(min)",
+    )  # fmt: skip
+    lines = [header] + [
+        (
+            t.topic,
+            str(t.partition),
+            str(t.producer_id),
+            str(t.producer_epoch),
+            str(t.coordinator_epoch),
+            str(t.start_offset),
+            str(t.last_timestamp_ms),
+            str((now_ms - t.last_timestamp_ms) // 60_000),
+        )  # fmt: skip
+        for t in found
+    ]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        print("\t".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))

@@ -21,6 +21,8 @@ and any later tool build on it without depending on the command line.
 from __future__ import annotations
 
 import asyncio
+import datetime
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 
 from strandline.client.connection import KafkaConnection, KafkaConnectionError
-from strandline.client.security import ClientSecurity
+from strandline.client.security import ClientSecurity, SaslLoginError
 from strandline.errors import ConfigError
 from strandline.protocol.messages import build, request_module
 from strandline.types import TopicPartition
@@ -44,6 +46,7 @@ DEFAULT_TIMEOUT_S = 30.0
 RETRY_S = 0.2
 COORDINATOR_WAIT_S = 15.0
 CONTROLLER_WAIT_S = 15.0
+ALTER_PARTITION_REASSIGNMENTS = 45
 
 # Answers meaning "ask again, maybe elsewhere": the coordinator is moving or loading
 # its partition of __consumer_offsets / __transaction_state.
@@ -199,6 +202,15 @@ class AdminClient:
             return await connection.send(message, response_type, timeout=timeout)
         except TimeoutError:
             raise AdminError(f"{where} did not answer within {timeout:g} s") from None
+        except SaslLoginError as e:
+            # A handshake refusal is a mechanism the listener lacks; any later refusal
+            # is the credentials.
+            what = "" if "SaslHandshake" in str(e) else "invalid credentials: "
+            raise AdminError(f"{where}: authentication failed: {what}{e}") from e
+        except ConnectionRefusedError as e:
+            raise AdminError(f"cannot reach {where}: connection refused") from e
+        except socket.gaierror as e:
+            raise AdminError(f"cannot reach {where}: unknown host ({e.strerror})") from e
         except (OSError, KafkaConnectionError) as e:
             # A secured listener spoken to in plaintext closes the connection: say what
             # is likely wrong rather than only "closed".
@@ -388,6 +400,46 @@ class AdminClient:
             if loop.time() > deadline:
                 raise AdminError(f"no controller answered within {wait_s:g} s")
             await asyncio.sleep(RETRY_S)
+
+    async def alter_partition_reassignments(
+        self, wanted: Mapping[TopicPartition, list[int] | None]
+    ) -> tuple[ErrorCode, str | None, dict[TopicPartition, tuple[ErrorCode, str | None]]]:
+        """AlterPartitionReassignments (KIP-455) at the controller; a None target cancels
+        that partition's move. (top-level error, its message, per-partition answers)."""
+        by_topic: dict[str, list[Any]] = {}
+        for tp, replicas in sorted(wanted.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                request(
+                    ALTER_PARTITION_REASSIGNMENTS,
+                    0,
+                    "ReassignablePartition",
+                    partition_index=tp.partition,
+                    replicas=None if replicas is None else tuple(replicas),
+                )
+            )
+        alter = request(
+            ALTER_PARTITION_REASSIGNMENTS,
+            0,
+            "AlterPartitionReassignmentsRequest",
+            timeout=datetime.timedelta(seconds=self.settings.timeout_s),
+            topics=tuple(
+                request(
+                    ALTER_PARTITION_REASSIGNMENTS,
+                    0,
+                    "ReassignableTopic",
+                    name=name,
+                    partitions=tuple(parts),
+                )
+                for name, parts in by_topic.items()
+            ),
+        )
+        response = await self.send_to_controller(alter)
+        answers = {
+            TopicPartition(t.name, int(p.partition_index)): (p.error_code, p.error_message)
+            for t in response.responses
+            for p in t.partitions
+        }
+        return response.error_code, response.error_message, answers
 
     async def find_coordinator(
         self, key: str, key_type: int = GROUP_KEY, wait_s: float = COORDINATOR_WAIT_S

@@ -36,6 +36,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -63,6 +64,7 @@ from strandline.coordination.zookeeper_server import (
 from strandline.faults import disk
 from strandline.faults import partition as faults
 from strandline.faults.netns import MAX_HOSTS, ClusterNetwork, NetworkError, NetworkSpec
+from strandline.launcher import prometheus_setup
 from strandline.launcher.cluster_security import (
     ClusterSecurity,
     write_client_properties,
@@ -274,6 +276,8 @@ class LocalCluster:
         security: str = "plaintext",
         hosts: int | None = None,
         brokers_per_host: int | None = None,
+        metrics_port_base: int | None = None,
+        alert_timing: prometheus_setup.AlertTiming | None = None,
     ) -> LocalCluster:
         """Start ZooKeeper (unless `zk_connect` names an external one, chroot included)
         and brokers 1..n; return once every broker answers Metadata listing itself.
@@ -286,6 +290,10 @@ class LocalCluster:
         authorizer on and creates an admin super user (`cluster_security.py`).
         `hosts` and `brokers_per_host` shape the brokers as hosts (see the module doc);
         `n_brokers` must then equal their product.
+        Broker i serves metrics on `metrics_port_base + i - 1`, or else on the port it
+        had in this directory's last cluster (when still free), so that dashboards and
+        Prometheus' series keep their `instance`; DIR/prometheus/ gets a scrape config,
+        file-based discovery of the endpoints and alert rules (`prometheus_setup.py`).
         """
         host_of = host_layout(n_brokers, hosts, brokers_per_host)
         if n_brokers < 1:
@@ -301,6 +309,7 @@ class LocalCluster:
         existing = self.data_dir / CLUSTER_FILE
         if existing.exists() and self._any_recorded_process_alive():
             raise ClusterError(f"a cluster is already running from {self.data_dir}; stop it first")
+        previous_metrics = _recorded_metrics_ports(existing)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
             if netns:
@@ -341,7 +350,12 @@ class LocalCluster:
                         metrics_port=NETNS_METRICS_PORT,
                     )
                 else:
-                    broker = BrokerProcess(broker_id, free_port(), metrics_port=free_port())
+                    if metrics_port_base is not None:
+                        metrics_port = metrics_port_base + broker_id - 1
+                    else:
+                        old = previous_metrics.get(broker_id)
+                        metrics_port = old if old is not None and _port_free(old) else free_port()
+                    broker = BrokerProcess(broker_id, free_port(), metrics_port=metrics_port)
                 broker.host_name = host_name
                 if (broker_overrides or {}).get("metrics.port") in ("", "0"):
                     broker.metrics_port = None  # metrics asked off (the overhead bench)
@@ -364,6 +378,15 @@ class LocalCluster:
             for broker_id in self.brokers:
                 self._spawn(broker_id)
             self._save()
+            prometheus_setup.write(
+                self.data_dir,
+                {
+                    b: f"{p.host}:{p.metrics_port}"
+                    for b, p in self.brokers.items()
+                    if p.metrics_port is not None
+                },
+                alert_timing or prometheus_setup.AlertTiming(),
+            )
             for broker_id in self.brokers:
                 self._wait_ready(broker_id)
         except BaseException:
@@ -1098,3 +1121,25 @@ def _is_our_process(pid: int, marker: str) -> bool:
     except OSError:
         return False
     return marker in cmdline
+
+
+def _recorded_metrics_ports(cluster_file: Path) -> dict[int, int]:
+    """Broker id -> metrics port, as the cluster last started in this directory had them."""
+    try:
+        recorded = json.loads(cluster_file.read_text())
+        return {
+            int(b): int(info["metrics_port"])
+            for b, info in recorded.get("brokers", {}).items()
+            if info.get("metrics_port")
+        }
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True

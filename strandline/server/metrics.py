@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, Summary
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    Summary,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -100,6 +108,11 @@ class BrokerMetrics(NoMetrics):
     def __init__(self, broker: Broker) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
+        # What one watches on any Python process: process_* (resident memory, CPU
+        # seconds, open file descriptors against their limit) and python_info.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         # Request counts and phase times are recorded in plain lists and turned into
         # Prometheus families only when scraped: prometheus_client's labels() and
         # observe() cost ~1 us each, seven per request (a tenth of a small produce).
@@ -372,7 +385,7 @@ class BrokerStateCollector(Collector):
             "kafka_server_replicafetchermanager_maxlag",
             "Largest lag, in records, of a follower replica here behind its leader's HW",
             max(b.fetcher_manager.lags.values(), default=0),
-            labels={"clientid": "Replica"},
+            labels={"clientId": "Replica"},
         )
         sessions = rm.fetch_sessions
         yield _gauge(

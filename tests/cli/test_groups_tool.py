@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import struct
 import tempfile
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -304,6 +305,29 @@ def run_tool_steps(
     assert "SASL mechanism GSSAPI is not supported" in fails_with_config(
         cluster, "security.protocol=SASL_SSL\n"
     )
+
+    # Kafka's reset flags: --to-current --export writes the CSV --from-file reads back.
+    reset = ("--reset-offsets", "--group", empty)
+    current = ok(*reset, "--all-topics", "--to-current", "--export", "--dry-run", *b)
+    [line] = current.split()
+    topic_name, partition, offset = line.split(",")
+    assert (topic_name, partition) == (subscribed, "0") and int(offset) > 0
+    with tempfile.TemporaryDirectory() as scratch:
+        plan = Path(scratch) / "offsets.csv"
+        plan.write_text(f"{subscribed},0,0\n")
+        ok(*reset, "--from-file", str(plan), "--execute", *b)
+        assert ok(*reset, "--all-topics", "--to-current", "--export", *b).split() == [
+            f"{subscribed},0,0"
+        ]
+        plan.write_text(f"{subscribed},zero,0\n")
+        assert "line 1 is not topic,partition,offset" in fails(
+            *reset, "--from-file", str(plan), "--execute", *b
+        )
+    # A day ago every record was still to come: the earliest offset.
+    assert ok(*reset, "--all-topics", "--by-duration", "P1D", "--export", *b).split() == [
+        f"{subscribed},0,0"
+    ]
+    assert "PnDTnHnMnS" in fails(*reset, "--all-topics", "--by-duration", "1d", *b)
 
     # An Empty group goes; so does one deleted through confluent-kafka's AdminClient.
     assert f"('{empty}') was successful" in ok("--delete", "--group", empty, *b)

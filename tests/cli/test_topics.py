@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from strandline.launcher.local_cluster import LocalCluster
 from tests.cluster.support import metric, scrape, wait_until
 from tests.conftest import ClusterFactory
@@ -49,20 +51,20 @@ def fails(cluster: LocalCluster, *args: str) -> str:
 
 
 def rows(output: str) -> list[Row]:
-    """The describe table's rows: (topic, partition, leader, replicas, isr)."""
+    """The describe's partition lines, as kafka-topics.sh prints them:
+    `\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2`."""
     found = []
     for line in output.splitlines():
-        cells = [c.strip() for c in line.strip().strip("│┃").split("│")]
-        if len(cells) != 5 or not cells[1].isdigit():
+        fields = dict(cell.split(": ", 1) for cell in line.strip().split("\t") if ": " in cell)
+        if "Partition" not in fields:
             continue
-        topic, partition, leader, replicas, isr = cells
         found.append(
             (
-                topic,
-                int(partition),
-                leader,
-                tuple(int(r) for r in replicas.split(",") if r),
-                tuple(int(r) for r in isr.split(",") if r),
+                fields["Topic"],
+                int(fields["Partition"]),
+                fields["Leader"],
+                tuple(int(r) for r in fields["Replicas"].split(",") if r),
+                tuple(int(r) for r in fields["Isr"].split(",") if r),
             )
         )
     return found
@@ -79,6 +81,7 @@ def describe(cluster: LocalCluster, *args: str) -> set[tuple[str, int]]:
     return {(r[0], r[1]) for r in rows(ok(cluster, "--describe", *args))}
 
 
+@pytest.mark.timeout(600)  # some forty CLI process starts, on a shared machine
 def test_topics_lifecycle_and_describe_filters(cluster_factory: ClusterFactory) -> None:
     cluster = cluster_factory(brokers=3, replica_lag_time_max_ms=1000)
 
@@ -96,6 +99,24 @@ def test_topics_lifecycle_and_describe_filters(cluster_factory: ClusterFactory) 
     )
     ok(cluster, "--create", "--topic", "events", "--partitions", "4", "--replication-factor", "2")
     ok(cluster, "--create", "--topic", "scratch", "--partitions", "1", "--replication-factor", "1")
+    # Kafka's defaults: no --partitions or --replication-factor takes the broker's.
+    long_name = "a-topic-name-longer-than-any-terminal-line-" + "x" * 80
+    assert f"Created topic {long_name}." in ok(cluster, "--create", "--topic", long_name)
+    assert "Created topic" not in ok(cluster, "--create", "--topic", long_name, "--if-not-exists")
+    # Piped output is whole: no wrapping or "…" at 80 columns, even in a table.
+    piped = subprocess.run(
+        [sys.executable, "-m", "strandline", "topics", "--bootstrap-server",
+         cluster.bootstrap, "--describe", "--topic", "a-topic-name-.*", "--output", "table"],
+        capture_output=True, text=True, timeout=90,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    assert "…" not in piped.stdout, piped.stdout
+    [row] = [line.split("│") for line in piped.stdout.splitlines() if long_name in line]
+    assert row[1].strip() == long_name
+    assert len(row[4].strip().split(",")) == 1  # the broker's default.replication.factor
+    # An rf=1 topic would go offline with the broker killed below.
+    ok(cluster, "--delete", "--topic", long_name)
     listed = ok(cluster, "--list").split()
     assert {"orders", "events", "scratch"} <= set(listed)
 
@@ -132,8 +153,8 @@ def test_topics_lifecycle_and_describe_filters(cluster_factory: ClusterFactory) 
 
     ok(cluster, "--delete", "--topic", "scratch")
     wait_until(
-        "scratch to leave the list",
-        lambda: "scratch" not in ok(cluster, "--list").split(),
+        "scratch (and the long-named topic) to leave the list",
+        lambda: not {"scratch", long_name} & set(ok(cluster, "--list").split()),
         timeout_s=60,
     )
 

@@ -3,12 +3,14 @@ with confluent-kafka transactional producers making the transactions to look at.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strandline.cli.transactions import OpenTxn, TxnClient, open_transactions
 from tests.cli.support import tool
 from tests.conftest import ClusterFactory
 
@@ -72,6 +74,23 @@ def test_list_describe_and_abort(cluster_factory: ClusterFactory) -> None:
     hanging.begin_transaction()
     hanging.produce("t", value=b"a")
     hanging.flush(30)
+
+    # find-hanging: DescribeProducers shows tool-a's transaction open in t-0; its
+    # coordinator has it open there, so it is not hanging even past a 0-minute timeout.
+    async def open_in_logs() -> list[OpenTxn]:
+        async with TxnClient(bootstrap, None) as client:
+            return await open_transactions(client, 1, None, None)
+
+    [open_txn] = asyncio.run(open_in_logs())
+    assert (open_txn.topic, open_txn.partition, open_txn.start_offset) == ("t", 0, 2)
+    found = ok("--bootstrap-server", bootstrap, "find-hanging", "--broker-id", "1",
+               "--max-transaction-timeout", "0")  # fmt: skip
+    assert found.split("\n")[0].split() == [
+        "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+        "StartOffset", "LastTimestamp", "Duration(min)",
+    ]  # fmt: skip
+    assert found.strip().count("\n") == 0, found
+    assert "--broker-id or --topic" in fails("--bootstrap-server", bootstrap, "find-hanging")
 
     listed = rows(ok("--bootstrap-server", bootstrap, "list"))
     assert listed["tool-a"][-1] == "Ongoing"

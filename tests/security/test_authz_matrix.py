@@ -354,6 +354,9 @@ CASES = (
         lambda r: r.topics[0].partitions[0].error_code,
     ),
     Case(32, "DESCRIBE_CONFIGS", _describe_configs, lambda r: r.results[0].error_code),
+    Case(61, "READ", lambda: request(61, 0, "DescribeProducersRequest", topics=(
+        request(61, 0, "TopicRequest", name=TOPIC, partition_indexes=(0,)),)),
+        lambda r: r.topics[0].partitions[0].error_code),  # fmt: skip
     Case(23, "DESCRIBE", lambda: request(23, 4, "OffsetForLeaderEpochRequest", replica_id=-1,
                                          topics=(request(23, 4, "OffsetForLeaderTopic",
                                                          topic=TOPIC, partitions=(
