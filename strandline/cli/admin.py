@@ -41,7 +41,6 @@ from strandline.storage import replica_verify
 from strandline.types import TopicPartition
 
 ELECT_LEADERS = 43
-ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 REQUEST_TIMEOUT = datetime.timedelta(seconds=30)
