@@ -401,11 +401,14 @@ async def offset_commit(ctx: BrokerContext, header: RequestHeader, request: Any)
         readable = authorized_names(
             ctx, AclOperation.READ, ResourceType.TOPIC, (tp.topic for tp, _ in offsets)
         )
-        denied = {
-            tp: ErrorCode.topic_authorization_failed
-            for tp, _ in offsets
-            if tp.topic not in readable
-        }
+        # As Kafka's handleOffsetCommitRequest: a partition the cluster does not have
+        # is refused and not stored (a client would otherwise read back an offset for a
+        # partition that never existed, or that a recreated topic no longer has).
+        for tp, _ in offsets:
+            if tp.topic not in readable:
+                denied[tp] = ErrorCode.topic_authorization_failed
+            elif ctx.metadata_cache.partition(tp) is None:
+                denied[tp] = ErrorCode.unknown_topic_or_partition
     allowed_offsets = [(tp, o) for tp, o in offsets if tp not in denied]
     core_request = model.OffsetCommitRequest(
         token=None,
