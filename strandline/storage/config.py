@@ -50,6 +50,16 @@ def _parse_cleanup_policy(text: str) -> str:
     return ",".join(parts)
 
 
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+
+def _parse_compression_type(text: str) -> str:
+    value = text.strip().lower()
+    if value not in COMPRESSION_TYPES:
+        raise ValueError(f"must be one of {', '.join(COMPRESSION_TYPES)}, not {text!r}")
+    return value
+
+
 def _parse_throttled_replicas(text: str) -> str:
     """Validated as the quota reads it; kept as text, as DescribeConfigs shows it."""
     try:
@@ -168,6 +178,41 @@ TOPIC_CONFIG_KEYS: tuple[TopicConfigKey, ...] = (
         _parse_ratio,
         (("log.cleaner.min.cleanable.ratio", 1),),
     ),
+    _int_key(
+        "max.compaction.lag.ms",
+        "max_compaction_lag_ms",
+        LONG_MAX,
+        (("log.cleaner.max.compaction.lag.ms", 1),),
+        1,
+    ),
+    TopicConfigKey(
+        "compression.type",
+        "compression_type",
+        "producer",
+        _parse_compression_type,
+        (("compression.type", 1),),
+    ),
+    _int_key(
+        "message.timestamp.difference.max.ms",
+        "message_timestamp_difference_max_ms",
+        LONG_MAX,
+        (("log.message.timestamp.difference.max.ms", 1),),
+        0,
+    ),
+    _int_key(
+        "message.timestamp.before.max.ms",
+        "message_timestamp_before_max_ms",
+        LONG_MAX,
+        (("log.message.timestamp.before.max.ms", 1),),
+        0,
+    ),
+    _int_key(
+        "message.timestamp.after.max.ms",
+        "message_timestamp_after_max_ms",
+        LONG_MAX,
+        (("log.message.timestamp.after.max.ms", 1),),
+        0,
+    ),
     _int_key("min.insync.replicas", "min_insync_replicas", 1, (("min.insync.replicas", 1),), 1),
     TopicConfigKey(
         "unclean.leader.election.enable",
@@ -235,6 +280,11 @@ class LogConfig:
     delete_retention_ms: int = 24 * _HOUR_MS
     min_compaction_lag_ms: int = 0
     min_cleanable_dirty_ratio: float = 0.5
+    max_compaction_lag_ms: int = LONG_MAX
+    compression_type: str = "producer"
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     leader_replication_throttled_replicas: str = ""  # "*" or "partition:broker,..."
@@ -284,6 +334,17 @@ class LogConfig:
     @property
     def compact_enabled(self) -> bool:
         return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """Kafka 3.6+ (KIP-937): before.max.ms when set, else difference.max.ms."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        after = self.message_timestamp_after_max_ms
+        return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
 
     @property
     def log_append_time(self) -> bool:

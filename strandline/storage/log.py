@@ -71,6 +71,7 @@ from strandline.storage.producer_state import (
     raise_for_refusal,
     snapshot_file_name,
 )
+from strandline.storage.record_validation import check_and_rewrite, record_checks_of
 from strandline.storage.segment import LOG_SUFFIX, LogSegment, SegmentRead
 from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
@@ -136,6 +137,7 @@ class Log:
         self.dir = directory
         self.tp = tp
         self.config = config
+        self._record_checks = record_checks_of(config)
         self.writer = writer
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -393,6 +395,7 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
+        self._record_checks = record_checks_of(config)
         for segment in self.segments:
             segment.index_interval_bytes = config.index_interval_bytes
         self._arm_timer(force=True)  # a shorter segment.ms or flush.ms is due sooner
@@ -426,6 +429,16 @@ class Log:
     ) -> AppendInfo:
         self._check_open()
         validated = validate_for_append(records, self.config.max_message_bytes)
+        checks = self._record_checks
+        if (
+            checks is not None
+            and origin == AppendOrigin.CLIENT
+            and checks.wanted(validated.batches)
+        ):
+            rewritten = check_and_rewrite(records, validated.batches, checks, now_ms, self.tp)
+            if rewritten is not None:
+                records = rewritten
+                validated = validate_for_append(records, LONG_MAX)
         append_time = now_ms if self.config.log_append_time else None
         first_offset = self.log_end_offset
         batches = []

@@ -4,14 +4,25 @@ authorized operations (KIP-430) and the standard configs."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.errors import ErrorCode
 
+from . import wire
 from .cluster_support import new_cluster, wait_until_serving
 
 ClusterFactory = Callable[..., Any]
@@ -77,3 +88,108 @@ def test_offset_commit_for_unknown_partitions_is_refused(cluster_factory: Cluste
     for future in listed.values():
         result = future.result(timeout=10)
         assert all(tp.offset < 0 for tp in result.topic_partitions), result.topic_partitions
+
+
+# --- item 1: record errors (KIP-467) ---------------------------------------------------
+
+
+def _deliver_all(producer: Producer, records: list[tuple[bytes | None, bytes, int | None]]) -> list:
+    """Produce `records` (key, value, timestamp) in one batch; the delivery reports' errors
+    in the order sent (None: delivered)."""
+    reports: dict[int, Any] = {}
+    for i, (key, value, ts) in enumerate(records):
+        kwargs: dict[str, Any] = {"timestamp": ts} if ts is not None else {}
+        producer.produce(
+            producer_topic(producer),
+            value,
+            key=key,
+            on_delivery=lambda err, _msg, i=i: reports.__setitem__(i, err),
+            **kwargs,
+        )
+    assert producer.flush(15) == 0
+    return [reports[i] for i in range(len(records))]
+
+
+_TOPICS: dict[int, str] = {}
+
+
+def producer_topic(producer: Producer) -> str:
+    return _TOPICS[id(producer)]
+
+
+def _producer(bootstrap: str, topic: str) -> Producer:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 200, "retries": 0, "acks": "all"}
+    )
+    _TOPICS[id(producer)] = topic
+    return producer
+
+
+def _consume_values(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 15
+    try:
+        while len(values) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+    finally:
+        consumer.close()
+    return values
+
+
+@pytest.mark.parametrize("policy", ["compact", "delete,compact"])
+def test_keyless_record_on_compacted_topic_is_invalid_record(
+    cluster_factory: ClusterFactory, policy: str
+) -> None:
+    bootstrap = new_cluster(cluster_factory).bootstrap
+    topic = _topic()
+    _create(bootstrap, topic, config={"cleanup.policy": policy})
+    producer = _producer(bootstrap, topic)
+    errors = _deliver_all(producer, [(b"k1", b"a", None), (None, b"b", None), (b"k3", b"c", None)])
+    # The whole batch is refused (librdkafka fails all three with INVALID_RECORD);
+    # test_record_errors_on_the_wire checks which records the answer names.
+    assert all(e is not None and e.code() == KafkaError.INVALID_RECORD for e in errors), errors
+    assert _deliver_all(producer, [(b"k4", b"d", None)]) == [None]
+    assert _consume_values(bootstrap, topic, 1) == [b"d"]
+
+
+def test_record_errors_on_the_wire(cluster_factory: ClusterFactory) -> None:
+    """batch_index names exactly the bad records; the error_message says why."""
+    bootstrap = new_cluster(cluster_factory).bootstrap
+    topic = _topic()
+    _create(bootstrap, topic, config={"cleanup.policy": "compact"})
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    now = int(time.time() * 1000)
+    for i, key in enumerate([b"a", None, b"c", None]):
+        builder.append(i, timestamp=now, key=key, value=b"v", headers=[])
+    with wire.WireClient(bootstrap) as client:
+        response = client.request(wire.produce(topic, 0, bytes(builder.build())))
+    partition = response.responses[0].partition_responses[0]
+    assert partition.error_code == ErrorCode.invalid_record
+    assert [e.batch_index for e in partition.record_errors] == [1, 3]
+    assert all(
+        "without key" in (e.batch_index_error_message or "") for e in partition.record_errors
+    )
+    assert "2 record errors" in (partition.error_message or "")
+
+
+def test_timestamp_out_of_range_is_invalid_timestamp(cluster_factory: ClusterFactory) -> None:
+    bootstrap = new_cluster(cluster_factory).bootstrap
+    topic = _topic()
+    _create(bootstrap, topic, config={"message.timestamp.difference.max.ms": "60000"})
+    producer = _producer(bootstrap, topic)
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    errors = _deliver_all(producer, [(None, b"old", hour_ago)])
+    assert errors[0] is not None and errors[0].code() == KafkaError.INVALID_TIMESTAMP, errors
+    assert _deliver_all(producer, [(None, b"now", None)]) == [None]
+    assert _consume_values(bootstrap, topic, 1) == [b"now"]
