@@ -971,6 +971,20 @@ class Log:
                     return found
         return None
 
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding the largest timestamp (Kafka's
+        MAX_TIMESTAMP lookup: the segment with the largest, then the record in it)."""
+        self._check_open()
+        best = None
+        for segment in self.segments:
+            if segment.next_offset <= self.log_start_offset or segment.max_timestamp < 0:
+                continue
+            if best is None or segment.max_timestamp > best.max_timestamp:
+                best = segment
+        if best is None:
+            return None
+        return best.find_offset_by_timestamp(best.max_timestamp, self.log_start_offset)
+
     # ================================================================== truncation
 
     def truncate_to(self, offset: int) -> None:

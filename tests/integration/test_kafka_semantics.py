@@ -193,3 +193,24 @@ def test_timestamp_out_of_range_is_invalid_timestamp(cluster_factory: ClusterFac
     assert errors[0] is not None and errors[0].code() == KafkaError.INVALID_TIMESTAMP, errors
     assert _deliver_all(producer, [(None, b"now", None)]) == [None]
     assert _consume_values(bootstrap, topic, 1) == [b"now"]
+
+
+# --- item 4: ListOffsets MAX_TIMESTAMP (KIP-734) ---------------------------------------
+
+
+def test_list_offsets_max_timestamp(cluster_factory: ClusterFactory) -> None:
+    from confluent_kafka.admin import OffsetSpec
+
+    bootstrap = new_cluster(cluster_factory).bootstrap
+    topic = _topic()
+    admin = _create(bootstrap, topic)
+    producer = _producer(bootstrap, topic)
+    t0 = int(time.time() * 1000) - 60_000
+    # One batch whose largest timestamp is its second record, then a batch of older ones:
+    # neither the last offset nor a batch's last record is the answer.
+    stamps = [t0, t0 + 500, t0 + 100]
+    assert _deliver_all(producer, [(None, b"x", ts) for ts in stamps]) == [None] * 3
+    assert _deliver_all(producer, [(None, b"y", t0 + 10), (None, b"z", t0 + 20)]) == [None] * 2
+    tp = TopicPartition(topic, 0)
+    result = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(timeout=10)
+    assert (result.offset, result.timestamp) == (1, t0 + 500)
