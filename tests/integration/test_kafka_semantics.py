@@ -214,3 +214,42 @@ def test_list_offsets_max_timestamp(cluster_factory: ClusterFactory) -> None:
     tp = TopicPartition(topic, 0)
     result = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(timeout=10)
     assert (result.offset, result.timestamp) == (1, t0 + 500)
+
+
+# --- item 5: authorized operations (KIP-430) ------------------------------------------
+
+
+def test_authorized_operations_without_an_authorizer(cluster_factory: ClusterFactory) -> None:
+    """Without an authorizer the principal may do everything each resource supports."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    bootstrap = new_cluster(cluster_factory).bootstrap
+    topic = _topic()
+    admin = _create(bootstrap, topic)
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=10)
+    assert set(cluster.authorized_operations or []) == {
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    }
+    described = admin.describe_topics(
+        TopicCollection([topic]), include_authorized_operations=True
+    )[topic].result(timeout=10)
+    assert set(described.authorized_operations or []) == {
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }
+    # Not asked for: omitted (librdkafka shows None).
+    plain = admin.describe_cluster().result(timeout=10)
+    assert not plain.authorized_operations
