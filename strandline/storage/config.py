@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from strandline.config_catalog import TOPIC_CONFIGS, validate
 from strandline.errors import InvalidConfigError
 from strandline.quotas import QuotaConfigError, parse_throttled_replicas
 
@@ -304,7 +305,7 @@ class LogConfig:
             key = KEYS_BY_NAME.get(name)
             if key is None:
                 if strict:
-                    raise InvalidConfigError(f"unknown topic config {name!r}")
+                    check_no_effect_topic_config(name, raw)
                 continue
             changes[key.field] = _parse_value(key, raw)
         return replace(base or cls(), **changes)
@@ -336,6 +337,15 @@ class LogConfig:
         return "compact" in self.cleanup_policy.split(",")
 
     @property
+    def max_segment_ms(self) -> int:
+        """When the active segment rolls by time: on a compacted topic no later than
+        max.compaction.lag.ms, or its records could never become cleanable in time (as
+        Kafka's LogConfig.maxSegmentMs)."""
+        if self.compact_enabled and self.max_compaction_lag_ms < self.segment_ms:
+            return self.max_compaction_lag_ms
+        return self.segment_ms
+
+    @property
     def timestamp_before_max_ms(self) -> int:
         """Kafka 3.6+ (KIP-937): before.max.ms when set, else difference.max.ms."""
         before = self.message_timestamp_before_max_ms
@@ -349,6 +359,18 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+
+def check_no_effect_topic_config(name: str, raw: str) -> None:
+    """A topic config Kafka defines whose feature Strandline lacks is accepted when Kafka
+    would accept the value (config_catalog); any other name is INVALID_CONFIG."""
+    definition = TOPIC_CONFIGS.get(name)
+    if definition is None:
+        raise InvalidConfigError(f"unknown topic config {name!r}")
+    try:
+        validate(definition, str(raw))
+    except ValueError as exc:
+        raise InvalidConfigError(f"invalid value {raw!r} for {name}: {exc}") from exc
 
 
 def config_source(

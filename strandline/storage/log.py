@@ -407,7 +407,7 @@ class Log:
         segment = self.active_segment
         if not segment.is_empty:
             jitter = segment.base_offset % (self.config.segment_jitter_ms + 1)
-            due = segment.rolling_based_timestamp + self.config.segment_ms - jitter + 1
+            due = segment.rolling_based_timestamp + self.config.max_segment_ms - jitter + 1
         if self.recovery_point < self.log_end_offset and self.config.flush_ms < LONG_MAX:
             flush_due = self.last_flush_ms + self.config.flush_ms
             due = flush_due if due is None else min(due, flush_due)
@@ -853,7 +853,7 @@ class Log:
     def _time_to_roll(self, segment: LogSegment, now_ms: int) -> bool:
         # Kafka's jitter, derived from the base offset so that a replay rolls identically.
         jitter = segment.base_offset % (self.config.segment_jitter_ms + 1)
-        return now_ms - segment.rolling_based_timestamp > self.config.segment_ms - jitter
+        return now_ms - segment.rolling_based_timestamp > self.config.max_segment_ms - jitter
 
     def _roll(self, new_base: int, now_ms: int) -> None:
         old = self.active_segment
@@ -1148,8 +1148,17 @@ class Log:
                 break
             cleanable.append(segment)
         total = sum(s.size for s in cleanable)
-        dirty = sum(s.size for s in cleanable if s.next_offset > self.first_dirty_offset)
-        if not total or not dirty or dirty / total < self.config.min_cleanable_dirty_ratio:
+        dirty_segments = [s for s in cleanable if s.next_offset > self.first_dirty_offset]
+        dirty = sum(s.size for s in dirty_segments)
+        if not total or not dirty:
+            return None
+        # max.compaction.lag.ms (KIP-354): a dirty segment that old is compacted now,
+        # whatever the dirty ratio (Kafka's LogCleanerManager.maxCompactionDelay).
+        max_lag = self.config.max_compaction_lag_ms
+        overdue = max_lag < LONG_MAX and any(
+            now_ms - s.rolling_based_timestamp > max_lag for s in dirty_segments
+        )
+        if not overdue and dirty / total < self.config.min_cleanable_dirty_ratio:
             return None
         horizon = now_ms - self.config.delete_retention_ms
         end_offset = cleanable[-1].next_offset

@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from . import wire
 from .cluster_support import new_cluster, wait_until_serving
+from .test_compaction import read_partition
 
 ClusterFactory = Callable[..., Any]
 
@@ -237,9 +238,9 @@ def test_authorized_operations_without_an_authorizer(cluster_factory: ClusterFac
         AclOperation.ALTER,
         AclOperation.DESCRIBE,
     }
-    described = admin.describe_topics(
-        TopicCollection([topic]), include_authorized_operations=True
-    )[topic].result(timeout=10)
+    described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[
+        topic
+    ].result(timeout=10)
     assert set(described.authorized_operations or []) == {
         AclOperation.READ,
         AclOperation.WRITE,
@@ -253,3 +254,136 @@ def test_authorized_operations_without_an_authorizer(cluster_factory: ClusterFac
     # Not asked for: omitted (librdkafka shows None).
     plain = admin.describe_cluster().result(timeout=10)
     assert not plain.authorized_operations
+
+
+# --- item 6: the standard configs ----------------------------------------------------
+
+
+def _stored_codecs(bootstrap: str, topic: str) -> list[int]:
+    """The compression codec of every batch the broker holds for partition 0."""
+    from strandline.protocol.record_batch import iter_batches
+
+    with wire.WireClient(bootstrap) as client:
+        partition = wire.fetch_partition(client.request(wire.fetch(topic, 0, 0)))
+    return [h.compression_codec for h in iter_batches(bytes(partition.records or b""))]
+
+
+@pytest.mark.parametrize(
+    ("topic_codec", "producer_codec", "stored"),
+    [
+        ("gzip", "none", 1),
+        ("uncompressed", "lz4", 0),
+        ("zstd", "snappy", 4),
+        ("producer", "lz4", 3),
+    ],
+)
+def test_topic_compression_type_recompresses(
+    cluster_factory: ClusterFactory, topic_codec: str, producer_codec: str, stored: int
+) -> None:
+    bootstrap = new_cluster(cluster_factory).bootstrap
+    topic = _topic()
+    _create(bootstrap, topic, config={"compression.type": topic_codec})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 100,
+            "compression.type": producer_codec,
+            "enable.idempotence": True,
+        }
+    )
+    _TOPICS[id(producer)] = topic
+    sent = [(f"k{i}".encode(), f"value-{i}".encode() * 20, None) for i in range(30)]
+    assert _deliver_all(producer, sent) == [None] * 30
+    codecs = _stored_codecs(bootstrap, topic)
+    assert codecs and set(codecs) == {stored}, codecs
+    assert _consume_values(bootstrap, topic, 30) == [v for _k, v, _t in sent]
+
+
+def test_max_compaction_lag_compacts_a_topic_below_its_dirty_ratio(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """min.cleanable.dirty.ratio 0.99 alone would never clean this log: the active
+    segment rolls at max.compaction.lag.ms and the cleaner compacts the overdue one."""
+    bootstrap = new_cluster(cluster_factory, config={"log.cleaner.backoff.ms": "200"}).bootstrap
+    topic = _topic()
+    _create(
+        bootstrap,
+        topic,
+        config={
+            "cleanup.policy": "compact",
+            "min.cleanable.dirty.ratio": "0.99",
+            "max.compaction.lag.ms": "1500",
+        },
+    )
+    producer = _producer(bootstrap, topic)
+    sent = [(b"k%d" % (i % 5), b"v%d" % i, None) for i in range(50)]
+    assert _deliver_all(producer, sent) == [None] * 50
+    deadline = time.monotonic() + 20
+    values = [m.value() for m in read_partition(bootstrap, topic, 0)]
+    while len(values) > 5 and time.monotonic() < deadline:
+        time.sleep(0.3)
+        values = [m.value() for m in read_partition(bootstrap, topic, 0)]
+    assert sorted(values) == sorted(b"v%d" % i for i in range(45, 50)), values
+
+
+def test_standard_configs_of_missing_features_are_accepted_and_say_so(
+    cluster_factory: ClusterFactory,
+) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    bootstrap = new_cluster(cluster_factory).bootstrap
+    topic = _topic()
+    admin = _create(bootstrap, topic, config={"preallocate": "true", "compression.zstd.level": "5"})
+    # A bad value of such a config is still refused, as Kafka refuses it.
+    bad = NewTopic(_topic(), 1, 1, config={"compression.zstd.level": "99"})
+    with pytest.raises(KafkaException) as info:
+        admin.create_topics([bad])[bad.topic].result(timeout=10)
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+    broker = ConfigResource(ResourceType.BROKER, "1")
+    change = ConfigEntry(
+        "sasl.kerberos.min.time.before.relogin",
+        "120000",
+        incremental_operation=AlterConfigOpType.SET,
+    )
+    broker.add_incremental_config(change)
+    for future in admin.incremental_alter_configs([broker]).values():
+        future.result(timeout=10)
+    described = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
+    entries = next(iter(described.values())).result(timeout=10)
+    assert entries["sasl.kerberos.min.time.before.relogin"].value == "120000"
+    described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+    entries = next(iter(described.values())).result(timeout=10)
+    assert entries["preallocate"].value == "true"
+    assert entries["compression.type"].value == "producer"
+    # DescribeConfigs' documentation (librdkafka does not show it): Kafka's, after why
+    # the config does nothing here.
+    docs = {
+        **_documentation(bootstrap, 4, "1"),
+        **_documentation(bootstrap, 2, topic),
+    }
+    assert docs["sasl.kerberos.min.time.before.relogin"].startswith(
+        "No effect in Strandline: Kerberos"
+    ), docs["sasl.kerberos.min.time.before.relogin"]
+    assert docs["preallocate"].startswith("No effect in Strandline"), docs["preallocate"]
+    assert docs["compression.type"].startswith("Specify the final compression type")
+    assert docs["max.compaction.lag.ms"].startswith("The maximum time a message will remain")
+
+
+def _documentation(bootstrap: str, resource_type: int, name: str) -> dict[str, str]:
+    from kio.schema.describe_configs import v4
+    from kio.static.primitive import i8
+
+    request = v4.request.DescribeConfigsRequest(
+        resources=(
+            v4.request.DescribeConfigsResource(
+                resource_type=i8(resource_type), resource_name=name, configuration_keys=None
+            ),
+        ),
+        include_synonyms=False,
+        include_documentation=True,
+    )
+    with wire.WireClient(bootstrap) as client:
+        response = client.request(request)
+    (result,) = response.results
+    assert result.error_code == ErrorCode.none, result.error_message
+    return {c.name: c.documentation or "" for c in result.configs}
