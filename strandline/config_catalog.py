@@ -140,7 +140,6 @@ _BROKER_NO_EFFECT_PREFIXES: dict[str, str] = {
     "num.io.threads": "the broker is one asyncio event loop: no thread pool to size",
     "background.threads": "the broker is one asyncio event loop: no thread pool to size",
     "num.replica.fetchers": "one fetcher task per source broker, not a configurable pool",
-    "num.replica.alter.log.dirs.threads": "AlterReplicaLogDirs is not offered",
     "num.recovery.threads.per.data.dir": "recovery runs in the event loop's thread",
     "log.cleaner.threads": "one cleaner task",
     "log.cleaner.dedupe.buffer.size": "the cleaner keeps its key map in Python memory",
@@ -176,7 +175,16 @@ _BROKER_NO_EFFECT_PREFIXES: dict[str, str] = {
     "compression.gzip.level": "the broker recompresses with the codec's default level",
     "compression.lz4.level": "the broker recompresses with the codec's default level",
     "compression.zstd.level": "the broker recompresses with the codec's default level",
-    "": "Strandline does not read it",
+    "controlled.shutdown.": "controlled shutdown always runs, with fixed retries",
+    "producer.id.expiration.ms": "producer ids expire after Kafka's default (1 day), fixed",
+    "replica.fetch.": "followers fetch with fixed sizes and waits (replica_fetcher.py)",
+    "replica.socket.": "followers use fixed socket settings (replica_fetcher.py)",
+    "socket.": "socket buffers and backlog are the operating system's defaults",
+    "quota.window.": "quota windows are fixed (quotas.py)",
+    "replication.quota.window.": "the replication throttle's window is fixed",
+    "alter.log.dirs.replication.quota.": "AlterReplicaLogDirs is not offered",
+    "num.replica.alter.log.dirs.threads": "AlterReplicaLogDirs is not offered",
+    "": "Strandline does not read it; where the behaviour exists, it has a fixed value",
 }
 
 

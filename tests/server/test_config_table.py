@@ -115,3 +115,9 @@ def test_validation_follows_kafkas_validators() -> None:
     with pytest.raises(ValueError, match="integer"):
         validate(BROKER_CONFIGS["sasl.kerberos.min.time.before.relogin"], "soon")
     assert render_value(True) == "true"
+
+
+def test_docs_list_the_configs_with_no_effect() -> None:
+    from tests.server.make_configs_doc import DOC, render
+
+    assert DOC.read_text() == render(), "run tests/server/make_configs_doc.py"
