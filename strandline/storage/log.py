@@ -438,7 +438,8 @@ class Log:
             rewritten = check_and_rewrite(records, validated.batches, checks, now_ms, self.tp)
             if rewritten is not None:
                 records = rewritten
-                validated = validate_for_append(records, LONG_MAX)
+                # As Kafka: a batch the new codec made larger may now be too large.
+                validated = validate_for_append(records, self.config.max_message_bytes)
         append_time = now_ms if self.config.log_append_time else None
         first_offset = self.log_end_offset
         batches = []
