@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafka.codec import gzip_encode, lz4_encode, snappy_encode, zstd_encode
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 
@@ -145,8 +146,27 @@ def check_and_rewrite(
     return b"".join(rewritten) if changed else None
 
 
+class _Builder(DefaultRecordBatchBuilder):  # type: ignore[misc]
+    """kafka-python's builder, compressing even when that saves nothing: it would fall
+    back to an uncompressed batch, and Kafka stores what compression.type names."""
+
+    def _maybe_compress(self) -> bool:
+        if self._compression_type == self.CODEC_NONE:
+            return False
+        self._assert_has_codec(self._compression_type)
+        header_size = self.HEADER_STRUCT.size
+        data = bytes(self._buffer[header_size:])
+        compressed = _COMPRESSORS[self._compression_type](data)
+        del self._buffer[header_size:]
+        self._buffer += compressed
+        return True
+
+
+_COMPRESSORS = {1: gzip_encode, 2: snappy_encode, 3: lz4_encode, 4: zstd_encode}
+
+
 def _rebuild(header: BatchHeader, records: list, codec: int) -> bytes:  # type: ignore[type-arg]
-    builder = DefaultRecordBatchBuilder(
+    builder = _Builder(
         magic=2,
         compression_type=codec,
         is_transactional=header.is_transactional,
