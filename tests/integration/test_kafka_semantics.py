@@ -254,6 +254,21 @@ def test_authorized_operations_without_an_authorizer(cluster_factory: ClusterFac
     # Not asked for: omitted (librdkafka shows None).
     plain = admin.describe_cluster().result(timeout=10)
     assert not plain.authorized_operations
+    # DescribeGroups v3+ as well, for a group that exists.
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    described_group = admin.describe_consumer_groups([group], include_authorized_operations=True)[
+        group
+    ].result(timeout=10)
+    assert {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE} <= set(
+        described_group.authorized_operations or []
+    ), described_group.authorized_operations
 
 
 # --- item 6: the standard configs ----------------------------------------------------
