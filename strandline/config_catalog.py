@@ -176,7 +176,7 @@ _BROKER_NO_EFFECT_PREFIXES: dict[str, str] = {
     "compression.lz4.level": "the broker recompresses with the codec's default level",
     "compression.zstd.level": "the broker recompresses with the codec's default level",
     "controlled.shutdown.": "controlled shutdown always runs, with fixed retries",
-    "producer.id.expiration.ms": "idle producer ids are not expired (kept until their log is)",
+    "producer.id.expiration.ms": "idle producer ids are not expired",
     "replica.fetch.": "followers fetch with fixed sizes and waits (replica_fetcher.py)",
     "replica.socket.": "followers use fixed socket settings (replica_fetcher.py)",
     "socket.": "socket buffers and backlog are the operating system's defaults",
