@@ -179,7 +179,7 @@ _BROKER_NO_EFFECT_PREFIXES: dict[str, str] = {
     "producer.id.expiration.ms": "idle producer ids are not expired",
     "replica.fetch.": "followers fetch with fixed sizes and waits (replica_fetcher.py)",
     "replica.socket.": "followers use fixed socket settings (replica_fetcher.py)",
-    "socket.": "socket buffers and backlog are the operating system's defaults",
+    "socket.": "socket buffer sizes and the listen backlog are not configurable here",
     "quota.window.": "quota windows are fixed (quotas.py)",
     "replication.quota.window.": "the replication throttle's window is fixed",
     "alter.log.dirs.replication.quota.": "AlterReplicaLogDirs is not offered",
