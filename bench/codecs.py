@@ -101,7 +101,7 @@ def produce_request_frame(version: int, partitions: int) -> tuple[Any, bytes, in
 
 
 def produce_results(partitions: int) -> list[ProducePartitionResult]:
-    return [(p, 0, 1000 + p, -1, 0, None) for p in range(partitions)]
+    return [(p, 0, 1000 + p, -1, 0, None, ()) for p in range(partitions)]
 
 
 def kio_produce_response(version: int, results: list[ProducePartitionResult]) -> Any:
@@ -124,7 +124,7 @@ def kio_produce_response(version: int, results: list[ProducePartitionResult]) ->
                         record_errors=(),
                         error_message=message,
                     )
-                    for index, error, base, _t, start, message in results
+                    for index, error, base, _t, start, message, _errors in results
                 ),
             ),
         ),

@@ -27,4 +27,5 @@ CONSUMER_REPLICA_ID = -1
 # (kafka-replica-verification.sh fetches every replica this way).
 DEBUGGING_REPLICA_ID = -2
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3  # ListOffsets v7+ (KIP-734): the record with the largest timestamp
 LATEST_TIMESTAMP = -1

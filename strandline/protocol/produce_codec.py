@@ -69,9 +69,11 @@ class ProduceRequest(NamedTuple):
     topic_data: list[TopicProduceData]
 
 
+# (batch_index, batch_index_error_message): one record a batch was refused for (KIP-467).
+RecordError = tuple[int, str | None]
 # (index, error_code, base_offset, log_append_time_ms (-1: none), log_start_offset,
-#  error_message): what a produce answers for one partition. record_errors is empty.
-ProducePartitionResult = tuple[int, int, int, int, int, str | None]
+#  error_message, record_errors): what a produce answers for one partition.
+ProducePartitionResult = tuple[int, int, int, int, int, str | None, Sequence[RecordError]]
 ProduceTopicResult = tuple[str, Sequence[ProducePartitionResult]]
 
 _new = tuple.__new__
@@ -242,9 +244,10 @@ def _bad_length(what: str, n: int) -> NoReturn:
 # The fixed part of one partition's answer, per version range.
 _P3 = struct.Struct(">ihqq")  # index, error, base_offset, log_append_time
 _P5 = struct.Struct(">ihqqq")  # + log_start_offset
-_P8 = struct.Struct(">ihqqqi")  # + record_errors (always empty: length 0)
+_P8 = struct.Struct(">ihqqqi")  # + record_errors' length
 _P9 = struct.Struct(">ihqqqB")  # compact record_errors (empty: uvarint 1)
-_P9_NULL = struct.Struct(">ihqqqBBB")  # ... null error_message, no tagged fields
+_P9_NULL = struct.Struct(">ihqqqBBB")  # ... empty record_errors, null error_message, no tags
+_P5_ONLY = struct.Struct(">ihqqq")
 _H16 = struct.Struct(">h").pack
 _HI32 = struct.Struct(">i").pack
 
@@ -271,16 +274,19 @@ def encode_produce_response(
         out += _HI32(len(partitions))
         if version >= 8:
             pack8 = _P8.pack
-            for index, error, base, append_time, start, message in partitions:
-                out += pack8(index, error, base, append_time, start, 0)
+            for index, error, base, append_time, start, message, record_errors in partitions:
+                out += pack8(index, error, base, append_time, start, len(record_errors))
+                for batch_index, batch_message in record_errors:
+                    out += _HI32(batch_index)
+                    out += legacy_nullable_string(batch_message)
                 out += legacy_nullable_string(message)
         elif version >= 5:
             pack5 = _P5.pack
-            for index, error, base, append_time, start, _message in partitions:
+            for index, error, base, append_time, start, _message, _errors in partitions:
                 out += pack5(index, error, base, append_time, start)
         else:
             pack3 = _P3.pack
-            for index, error, base, append_time, _start, _message in partitions:
+            for index, error, base, append_time, _start, _message, _errors in partitions:
                 out += pack3(index, error, base, append_time)
     out += _HI32(throttle_ms)
     I32.pack_into(out, 0, len(out) - 4)
@@ -301,8 +307,17 @@ def _encode_flexible(
         out += uvarint(len(data) + 1)
         out += data
         out += uvarint(len(partitions) + 1)
-        for index, error, base, append_time, start, message in partitions:
-            if message is None:
+        for index, error, base, append_time, start, message, record_errors in partitions:
+            if record_errors:
+                out += _P5_ONLY.pack(index, error, base, append_time, start)
+                out += uvarint(len(record_errors) + 1)
+                for batch_index, batch_message in record_errors:
+                    out += _HI32(batch_index)
+                    out += compact_nullable_string(batch_message)
+                    out += b"\0"
+                out += compact_nullable_string(message)
+                out += b"\0"
+            elif message is None:
                 out += pack9_null(index, error, base, append_time, start, 1, 0, 0)
             else:
                 out += pack9(index, error, base, append_time, start, 1)
@@ -318,6 +333,7 @@ def _encode_flexible(
 __all__ = [
     "PartitionProduceData",
     "ProducePartitionResult",
+    "RecordError",
     "ProduceRequest",
     "ProduceTopicResult",
     "TopicProduceData",

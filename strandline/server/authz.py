@@ -16,7 +16,7 @@ from strandline.errors import (
     GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
-from strandline.security.acl import AclOperation, ResourceType
+from strandline.security.acl import SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from strandline.server.context import BrokerContext
 from strandline.server.session import current_session
 
@@ -50,6 +50,32 @@ def authorized(
             name,
         )
     return False
+
+
+# Kafka's "authorized operations were not asked for" (Integer.MIN_VALUE, KIP-430).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def authorized_operations(ctx: BrokerContext, resource_type: ResourceType, name: str) -> int:
+    """KIP-430: the operations the principal may perform on the resource, as Kafka's
+    bitfield (bit `op.value` set for each allowed one, Utils.to32BitField): all that the
+    resource type supports without an authorizer. Denials are not logged: nothing was
+    refused (Kafka asks with logIfDenied=false)."""
+    supported = sorted(SUPPORTED_OPERATIONS[resource_type], key=lambda op: op.value)
+    authorizer = ctx.authorizer
+    if authorizer is None:
+        allowed = supported
+    else:
+        session = current_session()
+        allowed = [
+            op
+            for op in supported
+            if authorizer.authorize(session.principal, session.peer_host, op, resource_type, name)
+        ]
+    bits = 0
+    for op in allowed:
+        bits |= 1 << op.value
+    return bits
 
 
 def cluster_authorized(ctx: BrokerContext, operation: AclOperation) -> bool:

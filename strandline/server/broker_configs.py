@@ -36,6 +36,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import dropwhile
 
+from strandline.config_catalog import (
+    BROKER_CONFIGS,
+    KAFKA_DYNAMIC_BROKER_CONFIGS,
+    broker_no_effect_reason,
+    documentation,
+    validate,
+)
 from strandline.coordination.zk_client import ZkClient
 from strandline.coordination.znodes import BROKER_CONFIG_DEFAULT
 from strandline.errors import InvalidConfigError, InvalidRequestError
@@ -54,6 +61,18 @@ DEFAULT_CONFIG = 5
 # DescribeConfigs config_type values (v3+).
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
 TYPE_PASSWORD = 9
+# Kafka's ConfigDef.Type -> DescribeConfigs config_type.
+TYPE_CODES = {
+    "BOOLEAN": TYPE_BOOLEAN,
+    "STRING": TYPE_STRING,
+    "INT": TYPE_INT,
+    "SHORT": 4,
+    "LONG": TYPE_LONG,
+    "DOUBLE": TYPE_DOUBLE,
+    "LIST": TYPE_LIST,
+    "CLASS": 8,
+    "PASSWORD": TYPE_PASSWORD,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,10 +261,35 @@ def is_sensitive(name: str) -> bool:
     return any(word in lowered for word in _SECRET_WORDS)
 
 
+_HONOURED: frozenset[str] = frozenset(BROKER_KEYS_BY_NAME) | _OTHER_STATIC_KEYS
+
+
+def no_effect_reason(name: str) -> str | None:
+    """Why a broker config Kafka defines does nothing here; None when it is read."""
+    return broker_no_effect_reason(name, _HONOURED)
+
+
+def _accepted_without_effect(name: str) -> bool:
+    """A config Kafka lets AlterConfigs change whose feature we lack: stored, described,
+    no effect (as Kafka's AllDynamicConfigs; the others need a restart there too)."""
+    return (
+        name in BROKER_CONFIGS
+        and name in KAFKA_DYNAMIC_BROKER_CONFIGS
+        and no_effect_reason(name) is not None
+    )
+
+
 def check_dynamic_update(name: str, value: str | None) -> None:
     """INVALID_CONFIG unless `name` may be set to `value` (None: deleted) live."""
     key = BROKER_KEYS_BY_NAME.get(name)
-    if key is None and name not in _OTHER_STATIC_KEYS:
+    if key is None and _accepted_without_effect(name):
+        if value is not None:
+            try:
+                validate(BROKER_CONFIGS[name], value)
+            except ValueError as e:
+                raise InvalidConfigError(f"invalid value {value!r} for {name}: {e}") from e
+        return
+    if key is None and name not in _OTHER_STATIC_KEYS and name not in BROKER_CONFIGS:
         raise InvalidConfigError(f"unknown broker config {name!r}")
     if key is None or not key.dynamic:
         raise InvalidConfigError(
@@ -327,6 +371,7 @@ class BrokerConfigEntry:
     config_type: int
     synonyms: tuple[Layered, ...]
     sensitive: bool = False
+    documentation: str | None = None
 
 
 class BrokerConfigs:
@@ -384,13 +429,24 @@ class BrokerConfigs:
                 )
                 for name, value in sorted(layers.default.items())
             ]
-        names = sorted(set(BROKER_KEYS_BY_NAME) | set(layers.static) | set(layers.own))
+        names = sorted(
+            set(BROKER_KEYS_BY_NAME) | set(BROKER_CONFIGS) | set(layers.static) | set(layers.own)
+        )
         entries = []
         for name in names:
             key = BROKER_KEYS_BY_NAME.get(name)
+            definition = BROKER_CONFIGS.get(name)
             own = layers.layers_of(name)
-            value = own[0].value if own else (key.default if key is not None else None)
+            if own:
+                value = own[0].value
+            elif key is not None:
+                value = key.default
+            else:
+                value = definition.default if definition is not None else None
             synonyms = layers.synonyms(name)
+            if not synonyms and key is None and definition is not None:
+                if definition.default is not None:
+                    synonyms = [Layered(name, definition.default, DEFAULT_CONFIG)]
             entries.append(
                 _redacted(
                     BrokerConfigEntry(
@@ -398,9 +454,14 @@ class BrokerConfigs:
                         value,
                         # Kafka's rule: the source is that of the first synonym.
                         synonyms[0].source if synonyms else DEFAULT_CONFIG,
-                        read_only=name not in DYNAMIC_KEYS,
+                        read_only=name not in DYNAMIC_KEYS and not _accepted_without_effect(name),
                         config_type=_type_of(name),
                         synonyms=tuple(synonyms),
+                        documentation=(
+                            documentation(definition, no_effect_reason(name))
+                            if definition is not None
+                            else None
+                        ),
                     )
                 )
             )
@@ -419,9 +480,13 @@ def _redacted(entry: BrokerConfigEntry) -> BrokerConfigEntry:
         TYPE_PASSWORD,
         tuple(Layered(s.name, None, s.source) for s in entry.synonyms),
         sensitive=True,
+        documentation=entry.documentation,
     )
 
 
 def _type_of(name: str) -> int:
     key = BROKER_KEYS_BY_NAME.get(name)
-    return key.config_type if key is not None else TYPE_STRING
+    if key is not None:
+        return key.config_type
+    definition = BROKER_CONFIGS.get(name)
+    return TYPE_CODES[definition.type] if definition is not None else TYPE_STRING

@@ -15,12 +15,14 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from strandline.config_catalog import TOPIC_CONFIGS, TOPIC_NO_EFFECT, documentation
 from strandline.coordination.zk_client import ZkClient
 from strandline.errors import InvalidConfigError, InvalidRequestError, UnknownTopicOrPartitionError
 from strandline.server.broker_configs import (
     BROKER_KEYS_BY_NAME,
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
+    TYPE_CODES,
     TYPE_LIST,
     BrokerConfigLayers,
     BrokerConfigs,
@@ -51,6 +53,7 @@ class ConfigEntry:
     config_type: int = 0
     synonyms: tuple[ConfigSynonym, ...] = field(default=())
     sensitive: bool = False
+    documentation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,12 +140,32 @@ class TopicConfigs:
                     ConfigSynonym(s.name, s.value, s.source) for s in layers.layers_of(broker_key)
                 )
             synonyms.append(ConfigSynonym(key.name, kafka_defaults[key.name], DEFAULT_CONFIG))
+            definition = TOPIC_CONFIGS[key.name]
             entries.append(
                 ConfigEntry(
                     key.name,
                     effective[key.name],
                     synonyms[0].source,
+                    config_type=TYPE_CODES[definition.type],
                     synonyms=tuple(synonyms),
+                    documentation=definition.doc,
+                )
+            )
+        # Kafka's topic configs of features we lack: accepted and shown, with no effect.
+        for name, reason in TOPIC_NO_EFFECT.items():
+            definition = TOPIC_CONFIGS[name]
+            synonyms = []
+            if name in overrides:
+                synonyms.append(ConfigSynonym(name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+            synonyms.append(ConfigSynonym(name, definition.default, DEFAULT_CONFIG))
+            entries.append(
+                ConfigEntry(
+                    name,
+                    synonyms[0].value,
+                    synonyms[0].source,
+                    config_type=TYPE_CODES[definition.type],
+                    synonyms=tuple(synonyms),
+                    documentation=documentation(definition, reason),
                 )
             )
         return entries
@@ -159,6 +182,7 @@ class TopicConfigs:
                 config_type=e.config_type,
                 synonyms=tuple(ConfigSynonym(s.name, s.value, s.source) for s in e.synonyms),
                 sensitive=e.sensitive,
+                documentation=e.documentation,
             )
             for e in self.brokers.describe(layers, entity)
         ]
@@ -228,7 +252,7 @@ class TopicConfigs:
                 current.pop(op.name, None)
             elif op.operation in (OP_APPEND, OP_SUBTRACT):
                 current[op.name] = _edit_list(
-                    current.get(op.name, self._default.to_props()[op.name]),
+                    current.get(op.name, _topic_default(self._default, op.name)),
                     op.value,
                     op.operation == OP_APPEND,
                 )
@@ -259,5 +283,11 @@ def _edit_list(base: str, value: str | None, append: bool) -> str:
 
 
 def _check_key(name: str) -> None:
-    if name not in KEYS_BY_NAME:
+    if name not in KEYS_BY_NAME and name not in TOPIC_CONFIGS:
         raise InvalidConfigError(f"unknown topic config {name!r}")
+
+
+def _topic_default(default: LogConfig, name: str) -> str:
+    if name in KEYS_BY_NAME:
+        return default.to_props()[name]
+    return TOPIC_CONFIGS[name].default or ""

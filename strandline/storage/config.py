@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from strandline.config_catalog import TOPIC_CONFIGS, validate
 from strandline.errors import InvalidConfigError
 from strandline.quotas import QuotaConfigError, parse_throttled_replicas
 
@@ -48,6 +49,16 @@ def _parse_cleanup_policy(text: str) -> str:
     if not parts or any(p not in ("delete", "compact") for p in parts):
         raise ValueError(f"must be a list of delete/compact, not {text!r}")
     return ",".join(parts)
+
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+
+def _parse_compression_type(text: str) -> str:
+    value = text.strip().lower()
+    if value not in COMPRESSION_TYPES:
+        raise ValueError(f"must be one of {', '.join(COMPRESSION_TYPES)}, not {text!r}")
+    return value
 
 
 def _parse_throttled_replicas(text: str) -> str:
@@ -168,6 +179,41 @@ TOPIC_CONFIG_KEYS: tuple[TopicConfigKey, ...] = (
         _parse_ratio,
         (("log.cleaner.min.cleanable.ratio", 1),),
     ),
+    _int_key(
+        "max.compaction.lag.ms",
+        "max_compaction_lag_ms",
+        LONG_MAX,
+        (("log.cleaner.max.compaction.lag.ms", 1),),
+        1,
+    ),
+    TopicConfigKey(
+        "compression.type",
+        "compression_type",
+        "producer",
+        _parse_compression_type,
+        (("compression.type", 1),),
+    ),
+    _int_key(
+        "message.timestamp.difference.max.ms",
+        "message_timestamp_difference_max_ms",
+        LONG_MAX,
+        (("log.message.timestamp.difference.max.ms", 1),),
+        0,
+    ),
+    _int_key(
+        "message.timestamp.before.max.ms",
+        "message_timestamp_before_max_ms",
+        LONG_MAX,
+        (("log.message.timestamp.before.max.ms", 1),),
+        0,
+    ),
+    _int_key(
+        "message.timestamp.after.max.ms",
+        "message_timestamp_after_max_ms",
+        LONG_MAX,
+        (("log.message.timestamp.after.max.ms", 1),),
+        0,
+    ),
     _int_key("min.insync.replicas", "min_insync_replicas", 1, (("min.insync.replicas", 1),), 1),
     TopicConfigKey(
         "unclean.leader.election.enable",
@@ -235,6 +281,11 @@ class LogConfig:
     delete_retention_ms: int = 24 * _HOUR_MS
     min_compaction_lag_ms: int = 0
     min_cleanable_dirty_ratio: float = 0.5
+    max_compaction_lag_ms: int = LONG_MAX
+    compression_type: str = "producer"
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     leader_replication_throttled_replicas: str = ""  # "*" or "partition:broker,..."
@@ -254,7 +305,7 @@ class LogConfig:
             key = KEYS_BY_NAME.get(name)
             if key is None:
                 if strict:
-                    raise InvalidConfigError(f"unknown topic config {name!r}")
+                    check_no_effect_topic_config(name, raw)
                 continue
             changes[key.field] = _parse_value(key, raw)
         return replace(base or cls(), **changes)
@@ -286,8 +337,40 @@ class LogConfig:
         return "compact" in self.cleanup_policy.split(",")
 
     @property
+    def max_segment_ms(self) -> int:
+        """When the active segment rolls by time: on a compacted topic no later than
+        max.compaction.lag.ms, or its records could never become cleanable in time (as
+        Kafka's LogConfig.maxSegmentMs)."""
+        if self.compact_enabled and self.max_compaction_lag_ms < self.segment_ms:
+            return self.max_compaction_lag_ms
+        return self.segment_ms
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """Kafka 3.6+ (KIP-937): before.max.ms when set, else difference.max.ms."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        after = self.message_timestamp_after_max_ms
+        return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+
+def check_no_effect_topic_config(name: str, raw: str) -> None:
+    """A topic config Kafka defines whose feature Strandline lacks is accepted when Kafka
+    would accept the value (config_catalog); any other name is INVALID_CONFIG."""
+    definition = TOPIC_CONFIGS.get(name)
+    if definition is None:
+        raise InvalidConfigError(f"unknown topic config {name!r}")
+    try:
+        validate(definition, str(raw))
+    except ValueError as exc:
+        raise InvalidConfigError(f"invalid value {raw!r} for {name}: {exc}") from exc
 
 
 def config_source(

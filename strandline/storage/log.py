@@ -84,6 +84,7 @@ from strandline.storage.producer_state import (
     raise_for_refusal,
     snapshot_file_name,
 )
+from strandline.storage.record_validation import check_and_rewrite, record_checks_of
 from strandline.storage.segment import LOG_SUFFIX, LogSegment, SegmentRead
 from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
@@ -149,6 +150,7 @@ class Log:
         self.dir = directory
         self.tp = tp
         self.config = config
+        self._record_checks = record_checks_of(config)
         self.writer = writer
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -437,6 +439,7 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
+        self._record_checks = record_checks_of(config)
         for segment in self.segments:
             segment.index_interval_bytes = config.index_interval_bytes
         self._arm_timer(force=True)  # a shorter segment.ms or flush.ms is due sooner
@@ -448,7 +451,7 @@ class Log:
         segment = self.active_segment
         if not segment.is_empty:
             jitter = segment.base_offset % (self.config.segment_jitter_ms + 1)
-            due = segment.rolling_based_timestamp + self.config.segment_ms - jitter + 1
+            due = segment.rolling_based_timestamp + self.config.max_segment_ms - jitter + 1
         if self.recovery_point < self.log_end_offset and self.config.flush_ms < LONG_MAX:
             flush_due = self.last_flush_ms + self.config.flush_ms
             due = flush_due if due is None else min(due, flush_due)
@@ -470,6 +473,17 @@ class Log:
     ) -> AppendInfo:
         self._check_open()
         validated = validate_for_append(records, self.config.max_message_bytes)
+        checks = self._record_checks
+        if (
+            checks is not None
+            and origin == AppendOrigin.CLIENT
+            and checks.wanted(validated.batches)
+        ):
+            rewritten = check_and_rewrite(records, validated.batches, checks, now_ms, self.tp)
+            if rewritten is not None:
+                records = rewritten
+                # As Kafka: a batch the new codec made larger may now be too large.
+                validated = validate_for_append(records, self.config.max_message_bytes)
         append_time = now_ms if self.config.log_append_time else None
         first_offset = self.log_end_offset
         batches = []
@@ -884,7 +898,7 @@ class Log:
     def _time_to_roll(self, segment: LogSegment, now_ms: int) -> bool:
         # Kafka's jitter, derived from the base offset so that a replay rolls identically.
         jitter = segment.base_offset % (self.config.segment_jitter_ms + 1)
-        return now_ms - segment.rolling_based_timestamp > self.config.segment_ms - jitter
+        return now_ms - segment.rolling_based_timestamp > self.config.max_segment_ms - jitter
 
     def _roll(self, new_base: int, now_ms: int) -> None:
         old = self.active_segment
@@ -1001,6 +1015,20 @@ class Log:
                 if found is not None:
                     return found
         return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding the largest timestamp (Kafka's
+        MAX_TIMESTAMP lookup: the segment with the largest, then the record in it)."""
+        self._check_open()
+        best = None
+        for segment in self.segments:
+            if segment.next_offset <= self.log_start_offset or segment.max_timestamp < 0:
+                continue
+            if best is None or segment.max_timestamp > best.max_timestamp:
+                best = segment
+        if best is None:
+            return None
+        return best.find_offset_by_timestamp(best.max_timestamp, self.log_start_offset)
 
     # ================================================================== truncation
 
@@ -1165,8 +1193,17 @@ class Log:
                 break
             cleanable.append(segment)
         total = sum(s.size for s in cleanable)
-        dirty = sum(s.size for s in cleanable if s.next_offset > self.first_dirty_offset)
-        if not total or not dirty or dirty / total < self.config.min_cleanable_dirty_ratio:
+        dirty_segments = [s for s in cleanable if s.next_offset > self.first_dirty_offset]
+        dirty = sum(s.size for s in dirty_segments)
+        if not total or not dirty:
+            return None
+        # max.compaction.lag.ms (KIP-354): a dirty segment that old is compacted now,
+        # whatever the dirty ratio (Kafka's LogCleanerManager.maxCompactionDelay).
+        max_lag = self.config.max_compaction_lag_ms
+        overdue = max_lag < LONG_MAX and any(
+            now_ms - s.rolling_based_timestamp > max_lag for s in dirty_segments
+        )
+        if not overdue and dirty / total < self.config.min_cleanable_dirty_ratio:
             return None
         horizon = now_ms - self.config.delete_retention_ms
         end_offset = cleanable[-1].next_offset

@@ -29,6 +29,20 @@ from .wire_groups import (
 ClusterFactory = Callable[..., Any]
 
 
+def _create_topic(cluster: Any, name: str, partitions: int) -> None:
+    """Offsets are committed only for partitions the cluster has (Kafka's
+    UNKNOWN_TOPIC_OR_PARTITION otherwise): every broker must know the topic."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.integration.cluster_support import wait_until_serving
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+    for broker_id in cluster.brokers:
+        host, port = cluster.broker_address(broker_id)
+        wait_until_serving(f"{host}:{port}", name, partitions)
+
+
 def _address(bootstrap: str) -> Address:
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     return host, int(port)
@@ -57,6 +71,7 @@ def test_bad_generation_and_unknown_member_are_refused_without_harm(
     )
     bootstrap = _address(cluster.bootstrap)
     group, topic = "bad-input-group", "t"
+    _create_topic(cluster, topic, 2)
     _, address = coordinator_address(bootstrap, group)
 
     member_id, generation = _join_stable(address, group)
@@ -181,6 +196,7 @@ def test_committed_offsets_survive_a_coordinator_sigkill_and_restart(
         brokers=1, offsets_topic_replication_factor=1, **GROUP_BROKER_SETTINGS
     )
     bootstrap = _address(cluster.bootstrap)
+    _create_topic(cluster, "orders", 6)
     groups = [f"durable-{i}" for i in range(4)]
     for n, group in enumerate(groups):
         _, address = coordinator_address(bootstrap, group)
@@ -221,6 +237,7 @@ def test_coordinator_failover_with_replicated_offsets_topic(
     cluster.wait_for_full_metadata()
     bootstrap = _address(cluster.bootstrap)
     group = "failover-group"
+    _create_topic(cluster, "events", 3)
     coordinator_id, address = coordinator_address(bootstrap, group)
     member_id, generation = _join_stable(address, group)
     assert commit(

@@ -135,8 +135,9 @@ def test_request_with_many_partitions(version: int) -> None:
 # The produce handler's log_append_time is -1 or a time a datetime can hold.
 append_times = st.just(-1) | st.integers(0, 253_402_300_799_000)
 error_codes = st.sampled_from(list(ErrorCode))
+record_errors = st.lists(st.tuples(i32, st.none() | st.text(max_size=20)), max_size=4)
 partition_results = st.tuples(
-    i32, error_codes, i64, append_times, i64, st.none() | st.text(max_size=40)
+    i32, error_codes, i64, append_times, i64, st.none() | st.text(max_size=40), record_errors
 )
 topic_results = st.lists(st.tuples(names, st.lists(partition_results, max_size=6)), max_size=5)
 
@@ -162,10 +163,19 @@ def kio_response(version: int, topics: list[ProduceTopicResult], throttle_ms: in
                         base_offset=base,
                         log_append_time=_as_datetime(append_time),
                         log_start_offset=start,
-                        record_errors=(),
+                        record_errors=tuple(
+                            build(
+                                cls("BatchIndexAndErrorMessage"),
+                                batch_index=batch_index,
+                                batch_index_error_message=batch_message,
+                            )
+                            for batch_index, batch_message in errors
+                        )
+                        if version >= 8  # record_errors: KIP-467, v8+
+                        else (),
                         error_message=message,
                     )
-                    for index, error, base, append_time, start, message in partitions
+                    for index, error, base, append_time, start, message, errors in partitions
                 ),
             )
             for name, partitions in topics
@@ -190,7 +200,15 @@ def test_response_is_kio_bytes(
 @pytest.mark.parametrize("version", VERSIONS)
 def test_response_with_many_partitions(version: int) -> None:
     partitions: list[ProducePartitionResult] = [
-        (p, 0, p * 10, -1 if p % 2 else 1_700_000_000_000 + p, 0, None if p % 3 else "e")
+        (
+            p,
+            0,
+            p * 10,
+            -1 if p % 2 else 1_700_000_000_000 + p,
+            0,
+            None if p % 3 else "e",
+            [] if p % 5 else [(p, None), (p + 1, "no key")],
+        )
         for p in range(1000)
     ]
     topics: list[ProduceTopicResult] = [("big", partitions), ("", []), ("\u00fc", partitions[:3])]

@@ -74,7 +74,9 @@ async def describe_configs(ctx: BrokerContext, header: RequestHeader, request: A
                 if request.include_synonyms
                 else (),
                 config_type=e.config_type,
-                documentation=None,
+                documentation=e.documentation
+                if getattr(request, "include_documentation", False)
+                else None,
             )
             for e in entries
             if wanted is None or e.name in wanted

@@ -2,7 +2,8 @@
 
 Admin clients (librdkafka's `describe_cluster`, Kafka's AdminClient) ask this instead of
 Metadata. In the ZooKeeper design every broker endpoint is a broker, none is fenced,
-and the controller is one of them; authorized operations are not computed (no ACLs).
+and the controller is one of them. The cluster's authorized operations (KIP-430) are
+computed when asked for.
 """
 
 from __future__ import annotations
@@ -13,15 +14,19 @@ from kio.schema.errors import ErrorCode
 
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
+from strandline.security.acl import ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
+from strandline.server.authz import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_NAME,
+    authorized_operations,
+)
 from strandline.server.context import BrokerContext
 from strandline.server.session import current_session
 
 API_KEY = 60
 ENDPOINT_TYPE_BROKER = 1
-# Kafka's "authorized operations were not asked for / are unknown" marker.
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 @api(API_KEY, 0, 2)
@@ -59,5 +64,9 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         cluster_id=cache.cluster_id,
         controller_id=cache.controller_id,
         brokers=brokers,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=(
+            authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if request.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED
+        ),
     )

@@ -29,7 +29,13 @@ from strandline.protocol.messages import build, response_class
 from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.registry import api
-from strandline.server.authz import authorized, authorized_names, cluster_authorized
+from strandline.server.authz import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    authorized,
+    authorized_names,
+    authorized_operations,
+    cluster_authorized,
+)
 from strandline.server.context import BrokerContext
 from strandline.server.session import current_session
 from strandline.transaction.partitioning import TRANSACTION_STATE_TOPIC
@@ -43,7 +49,6 @@ DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
 OFFSET_DELETE = 47
 
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # How long FindCoordinator waits for a just-created offsets topic before answering
 # COORDINATOR_NOT_AVAILABLE (the client retries): short, so the request is not held.
 OFFSETS_TOPIC_CREATE_WAIT_S = 2.0
@@ -401,11 +406,14 @@ async def offset_commit(ctx: BrokerContext, header: RequestHeader, request: Any)
         readable = authorized_names(
             ctx, AclOperation.READ, ResourceType.TOPIC, (tp.topic for tp, _ in offsets)
         )
-        denied = {
-            tp: ErrorCode.topic_authorization_failed
-            for tp, _ in offsets
-            if tp.topic not in readable
-        }
+        # As Kafka's handleOffsetCommitRequest: a partition the cluster does not have
+        # is refused and not stored (a client would otherwise read back an offset for a
+        # partition that never existed, or that a recreated topic no longer has).
+        for tp, _ in offsets:
+            if tp.topic not in readable:
+                denied[tp] = ErrorCode.topic_authorization_failed
+            elif ctx.metadata_cache.partition(tp) is None:
+                denied[tp] = ErrorCode.unknown_topic_or_partition
     allowed_offsets = [(tp, o) for tp, o in offsets if tp not in denied]
     core_request = model.OffsetCommitRequest(
         token=None,
@@ -585,7 +593,12 @@ async def describe_groups(ctx: BrokerContext, header: RequestHeader, request: An
                 group_state=g.state,
                 protocol_type=g.protocol_type,
                 protocol_data=g.protocol,
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                authorized_operations=(
+                    authorized_operations(ctx, ResourceType.GROUP, g.group_id)
+                    if getattr(request, "include_authorized_operations", False)
+                    and g.group_id in allowed
+                    else AUTHORIZED_OPERATIONS_OMITTED
+                ),
                 members=tuple(
                     build(
                         member_cls,

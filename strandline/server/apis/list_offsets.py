@@ -1,6 +1,7 @@
 """ListOffsets (2): earliest (-2), latest (-1, the HW for consumers; the last stable
-offset for read_committed ones, isolation_level=1), or the first record whose timestamp
-is >= T below that bound, found at record granularity inside its batch."""
+offset for read_committed ones, isolation_level=1), the record with the largest
+timestamp (-3, KIP-734), or the first record whose timestamp is >= T below that bound,
+found at record granularity inside its batch."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from strandline.types import (
     CONSUMER_REPLICA_ID,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     TopicPartition,
 )
 
@@ -94,7 +96,12 @@ def _lookup(
     elif timestamp == LATEST_TIMESTAMP:
         offset = fetchable if replica_id == CONSUMER_REPLICA_ID else plog.log_end_offset
     else:
-        found = plog.offset_for_timestamp(timestamp)
+        # MAX_TIMESTAMP is answered at every version, as Kafka's fetchOffsetByTimestamp
+        # does; clients send it only from v7 on.
+        if timestamp == MAX_TIMESTAMP:
+            found = plog.offset_of_max_timestamp()
+        else:
+            found = plog.offset_for_timestamp(timestamp)
         if found is None or found[0] >= fetchable:
             return -1, -1, -1
         offset, ts = found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -17,7 +18,14 @@ from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE
 from strandline.server.apis.groups import ensure_offsets_topic
 from strandline.server.apis.registry import api
-from strandline.server.authz import authorized, authorized_names, cluster_authorized
+from strandline.server.authz import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_NAME,
+    authorized,
+    authorized_names,
+    authorized_operations,
+    cluster_authorized,
+)
 from strandline.server.context import BrokerContext
 from strandline.server.session import current_session
 from strandline.transaction.partitioning import TRANSACTION_STATE_TOPIC
@@ -132,6 +140,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         )
         for topic_id in unknown_ids
     )
+    topics = _with_authorized_operations(ctx, request, topics)
     # Each broker's address on the listener this client connected to (Kafka leaves out
     # brokers without that listener).
     listener = current_session().listener
@@ -148,7 +157,29 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         cluster_id=cache.cluster_id,
         controller_id=cache.controller_id,
         topics=tuple(topics),
+        cluster_authorized_operations=(
+            authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if getattr(request, "include_cluster_authorized_operations", False)
+            else AUTHORIZED_OPERATIONS_OMITTED
+        ),
     )
+
+
+def _with_authorized_operations(ctx: BrokerContext, request: Any, topics: list[Any]) -> list[Any]:
+    """KIP-430 (v8+): each topic's operations for the principal, when asked for, as
+    Kafka does for every topic of the answer (errors included); else the 'omitted' marker
+    kio already sets."""
+    if not getattr(request, "include_topic_authorized_operations", False):
+        return topics
+    return [
+        dataclasses.replace(
+            t,
+            topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, t.name),
+        )
+        if t.name is not None  # an unknown topic id names no resource
+        else t
+        for t in topics
+    ]
 
 
 async def _auto_create(ctx: BrokerContext, name: str) -> ErrorCode:

@@ -15,16 +15,22 @@ from kio.schema.errors import ErrorCode
 from strandline.errors import KafkaError
 from strandline.internal_topics import is_internal
 from strandline.protocol.codec import RequestHeader
-from strandline.protocol.produce_codec import decode_produce_request, encode_produce_response
+from strandline.protocol.produce_codec import (
+    RecordError,
+    decode_produce_request,
+    encode_produce_response,
+)
 from strandline.protocol.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
 from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE_MS
 from strandline.server.apis.registry import FramedResponse, api
 from strandline.server.authz import authorized, authorized_names
 from strandline.server.context import BrokerContext
+from strandline.storage.record_validation import RecordValidationError
 from strandline.types import TopicPartition
 
 API_KEY = 0
+_NO_RECORD_ERRORS: list[RecordError] = []  # shared, never mutated
 log = logging.getLogger(__name__)
 
 
@@ -36,6 +42,7 @@ class _PartitionOutcome:
         "log_append_time",
         "log_start_offset",
         "message",
+        "record_errors",
     )
 
     def __init__(self) -> None:
@@ -45,6 +52,7 @@ class _PartitionOutcome:
         self.log_append_time = -1
         self.log_start_offset = -1
         self.message: str | None = None
+        self.record_errors: list[RecordError] = _NO_RECORD_ERRORS
 
     def fail(self, error: ErrorCode, message: str) -> None:
         self.error = error
@@ -87,6 +95,13 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
                 continue
             try:
                 info = rm.append_as_leader(tp, pdata.records, acks, now)
+            except RecordValidationError as e:
+                # KIP-467: the client fails exactly the records named, the others of the
+                # batch with the partition's error.
+                log.debug("produce to %s refused: %s", tp, e)
+                outcome.fail(e.code, str(e))
+                outcome.record_errors = e.record_errors
+                continue
             except KafkaError as e:
                 log.debug("produce to %s failed: %s", tp, e)
                 outcome.fail(e.code, str(e))
@@ -176,6 +191,7 @@ def _response(
                     o.log_append_time,
                     o.log_start_offset,
                     o.message,
+                    o.record_errors,
                 )
             )
         topics.append((name, partitions))
