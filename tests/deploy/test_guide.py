@@ -207,7 +207,10 @@ def test_the_guide_runs_on_three_hosts(tmp_path: Path) -> None:
     modes = re.findall(r"Mode: (\w+)", output_of("/dev/tcp"))
     assert sorted(modes).count("leader") == 1 and len(modes) == 3, modes
     # Rack-aware placement: every partition on three hosts (brokers 2N-1, 2N on host N).
-    rows = re.findall(r"orders\s*│\s*(\d+)\s*│\s*(\d+)\s*│\s*([\d,]+)", output_of("--describe"))
+    rows = re.findall(
+        r"Topic: orders\s+Partition: (\d+)\s+Leader: (\d+)\s+Replicas: ([\d,]+)",
+        output_of("--describe"),
+    )
     assert len(rows) == 6, output_of("--describe")
     for partition, _leader, replicas in rows:
         racks = {(int(r) + 1) // 2 for r in replicas.split(",")}
