@@ -72,11 +72,8 @@ def guide_blocks(text: str) -> list[Block]:
 def test_every_shell_block_is_marked() -> None:
     blocks = guide_blocks(GUIDE.read_text())
     not_run = [b for b in blocks if b.kind == "not run"]
-    # Exactly these are left out: package installation, systemctl, ssh + systemctl, and
-    # the Spark standalone cluster and job (minutes of JVM start-up on the test machine).
-    assert [b.text.split()[0] for b in not_run] == [
-        "apt-get", "install", "strandline", "mkdir", "mkdir", "strandline"
-    ]  # fmt: skip
+    # Exactly these are left out: package installation, systemctl, ssh + systemctl.
+    assert [b.text.split()[0] for b in not_run] == ["apt-get", "install", "strandline"]
     assert all(b.where for b in not_run), "a block that is not run must say why"
     assert {b.where for b in blocks if b.kind == "run"} <= {"prelude", "each-host", *HOSTS}
     assert sum(1 for b in blocks if b.where == "prelude") == 1
