@@ -129,7 +129,7 @@ def random_config(
         brokers=BROKERS,
         topics=topics,
         min_insync_replicas=rng.choice((1, 2)),
-        unclean_leader_election=rng.random() < 0.2,
+        unclean_leader_election=rng.random() < 0.35,
         truncation=truncation,
     )
 
