@@ -40,9 +40,8 @@ from strandline.protocol.controller_requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from strandline.replication import controller_fencing, isr_update
+from strandline.replication import controller_fencing, isr_update, leader_and_isr
 from strandline.replication.follower import FetchState, FollowerState, follower_high_watermark
-from strandline.replication.partition import Partition
 from strandline.replication.truncation import (
     EpochEndOffset,
     TruncationMode,
@@ -940,13 +939,14 @@ class ClusterSim:
                 )
 
     def _leader_and_isr(self, broker: SimBroker, request: LeaderAndIsrRequest) -> None:
-        """ReplicaManager.become_leader_or_follower."""
+        """ReplicaManager.become_leader_or_follower: the decisions are
+        `replication/leader_and_isr.py`'s, as the broker's; this is the simulated I/O."""
         for state in request.partitions:
             tp = state.tp
             replica = broker.replicas.get(tp)
             current = replica.leader_epoch if replica is not None and replica.hosted else None
-            error = controller_fencing.leader_and_isr_state_error(
-                broker.broker_id, state.replicas, state.leader_epoch, current
+            error, leads = leader_and_isr.decide(
+                broker.broker_id, state.leader, state.replicas, state.leader_epoch, current
             )
             if error is not None:
                 continue
@@ -962,7 +962,7 @@ class ClusterSim:
             replica.assigned = state.replicas
             replica.zk_version = state.zk_version
             replica.controller_epoch = state.controller_epoch
-            if state.leader == broker.broker_id:
+            if leads:
                 self._make_leader(broker, replica)
             else:
                 self._make_follower(replica)
@@ -978,35 +978,39 @@ class ClusterSim:
             )
         self._fail_waiting(replica, "NOT_LEADER_OR_FOLLOWER")
         replica.held_response = None
-        replica.epoch_cache.assign(replica.leader_epoch, replica.log_end_offset)
-        partition = Partition(broker.broker_id, self.config.replica_lag_time_max_ms)
-        replica.partition = partition
-        partition.become_leader(
+        start = leader_and_isr.become_leader(
+            broker.broker_id,
             replica.leader_epoch,
-            frozenset(replica.isr),
-            list(replica.assigned),
+            replica.isr,
+            replica.assigned,
             replica.log_end_offset,
             replica.high_watermark,
+            self.config.replica_lag_time_max_ms,
             self.now_ms,
         )
-        replica.high_watermark = partition.high_watermark
+        replica.epoch_cache.assign(*start.epoch_start)
+        replica.partition = start.partition
+        replica.high_watermark = start.partition.high_watermark
         self._note(
             f"broker {broker.broker_id} leads {tp} in epoch {replica.leader_epoch}, "
             f"ISR {list(replica.isr)}"
         )
 
     def _make_follower(self, replica: ClusterReplica) -> None:
-        if replica.partition is not None:
-            replica.high_watermark = replica.partition.high_watermark
-            replica.partition = None
-        self._fail_waiting(replica, "NOT_LEADER_OR_FOLLOWER")
-        follower = FollowerState(self.config.truncation)
-        cut = follower.become_follower(
-            replica.leader, replica.leader_epoch, replica.log_end_offset, replica.high_watermark
+        start = leader_and_isr.become_follower(
+            self.config.truncation,
+            replica.leader,
+            replica.leader_epoch,
+            replica.log_end_offset,
+            replica.high_watermark,
+            replica.partition,
         )
-        if cut is not None:
-            replica.truncate_to(cut)
-        replica.follower = follower
+        replica.high_watermark = start.high_watermark
+        replica.partition = None
+        self._fail_waiting(replica, "NOT_LEADER_OR_FOLLOWER")
+        if start.truncate_to is not None:
+            replica.truncate_to(start.truncate_to)
+        replica.follower = start.follower
         replica.held_response = None
 
     def _update_metadata(self, broker: SimBroker, request: UpdateMetadataRequest) -> None:

@@ -124,7 +124,10 @@ def test_topic_deletion_waits_for_the_offline_broker() -> None:
 def test_explore_finds_no_violation() -> None:
     report = explore(300, seed=1000)
     assert report.violating_schedules == 0, report.violations[0].violations
-    assert report.schedules_per_minute > 2000
+    # Each schedule now ends with an outage (the brokers still down stay down through a
+    # failover) and restarts one at a time: ~6,000/min on an idle core, the floor leaves
+    # room for a shared machine.
+    assert report.schedules_per_minute > 1000
 
 
 def test_ignoring_the_controller_epoch_is_caught_and_shrunk(
