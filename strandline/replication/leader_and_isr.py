@@ -33,7 +33,7 @@ class StateDecision(NamedTuple):
 def decide(
     broker_id: int,
     leader: int,
-    replicas: Sequence[int],
+    replicas: tuple[int, ...],
     leader_epoch: int,
     current_leader_epoch: int | None,
 ) -> StateDecision:
