@@ -43,7 +43,7 @@ from strandline.chaos.workload import (
     QUIET_LOGS,
     AdminWorker,
     CommittedObserver,
-    ConsumerWorker,
+    ConsumerProcess,
     ProducerWorker,
     Worker,
 )
@@ -425,9 +425,18 @@ class Run:
                 )
                 for i in range(config.idempotent_producers + config.plain_producers)
             ]
-            others: list[Worker] = [
+            # Consumers run in their own processes: a librdkafka consumer hanging in
+            # close() stalled two schedules of the long runs; a process can be killed.
+            others: list[Worker | ConsumerProcess] = [
                 *(
-                    ConsumerWorker(i, self.record, bootstrap, TOPIC, GROUP)
+                    ConsumerProcess(
+                        i,
+                        self.record,
+                        bootstrap,
+                        TOPIC,
+                        GROUP,
+                        client_log=str(self.folder / f"clients-consumer-{i}.log"),
+                    )
                     for i in range(config.consumers)
                 ),
                 CommittedObserver(self.record, bootstrap, TOPIC, GROUP, config.partitions),

@@ -9,12 +9,13 @@ namespace, and needs root, `ip` and `nft` (installed by `make setup`).
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 
 import pytest
 
-from strandline.chaos.nemesis import FAULT_KINDS, FaultStep
+from strandline.chaos.nemesis import FAULT_KINDS, FaultStep, zk_blip_target
 from strandline.chaos.runner import ChaosConfig, run_schedule
 
 
@@ -49,6 +50,11 @@ def test_every_fault_kind_once_loses_nothing(tmp_path: Path) -> None:
             target = {"src": "1", "dst": "2"}
         elif kind == "zk-kill":
             target = {"zk": "leader"}
+        elif kind == "zk-blip":
+            # Partition 0's leader cut from ZooKeeper twice for 1.2-1.5 s (session
+            # timeout 2 s) while a follower is stopped for 3 s and resumed.
+            duration = 6.0
+            target = zk_blip_target(random.Random(3), duration, 2.0)
         plan.append((kind, at, duration, target))
         at += duration + 1.5
     config = ChaosConfig(seed=7, out_dir=tmp_path, seconds=at + 3, plan=steps(*plan), rate_per_s=60)
@@ -69,6 +75,16 @@ def test_every_fault_kind_once_loses_nothing(tmp_path: Path) -> None:
     # The disk-full fault reached the broker: it said so in its state-change log.
     logs = "".join(p.read_text() for p in result.folder.glob("state-change-broker-*.log"))
     assert "log-dir-full" in logs
+    # The zk-blip cut its broker off (and not for longer than the session: no expiry of
+    # its session is in the nemesis's detail) while a follower was stopped and resumed.
+    blip = [
+        json.loads(line)
+        for line in history.splitlines()
+        if '"f":"fault-applied"' in line and '"fault":"zk-blip"' in line
+    ]
+    assert len(blip) == 1 and "error" not in blip[0]["detail"], blip
+    done = [what for _at, what in blip[0]["detail"]["done"]]
+    assert done.count("cut") >= 1 and "stop" in done and "cont" in done, blip
 
 
 def test_checker_catches_acks1_loss_when_the_leader_is_partitioned_away(
