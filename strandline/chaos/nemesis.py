@@ -241,9 +241,9 @@ class Nemesis:
     def _zk_blips(self, step: FaultStep, broker: int) -> dict[str, Any]:
         """Blocks for the blips (the fault *is* its cuts): stop a follower of partition 0,
         cut `broker` from ZooKeeper for each blip, resume the follower when its pause
-        is over. Returns what was done, with the times it was done at."""
+        is over. Returns what was done: each action with the seconds (from the
+        follower's stop) before and after it took effect, and each cut's real length."""
         target = step.target
-        started = time.monotonic()
         followers = self._replicas()[1]
         wanted = target.get("follower", "follower-1")
         index = int(str(wanted).removeprefix("follower-")) - 1 if followers else -1
@@ -251,37 +251,49 @@ class Nemesis:
         if follower == broker:
             follower = None
         pause_s = float(target.get("follower_pause_s", 0))
-        events: list[tuple[float, str, float]] = [
-            (float(at), "cut", float(length)) for at, length in target.get("blips", [])
-        ]
-        if follower is not None and pause_s > 0:
-            events += [(0.0, "stop", 0.0), (pause_s, "cont", 0.0)]
-        done: list[list[Any]] = []
         self._undo[step.fault_id] = {"broker": broker, "follower": follower}
-        for at, what, length in sorted(events, key=lambda e: (e[0], e[1] != "stop")):
-            delay = started + at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            if what == "stop" and follower is not None:
-                self.cluster.kill(follower, "STOP")
-            elif what == "cont" and follower is not None:
-                self.cluster.kill(follower, "CONT")
-            else:
-                self.cluster.from_zookeeper(broker)
-                cut_at = time.monotonic()
-                # Resumes the follower inside a cut when its pause ends there: its
-                # ISR expansion is then written while the leader is cut off.
-                resume = started + pause_s
-                if follower is not None and cut_at < resume < cut_at + length:
-                    time.sleep(resume - cut_at)
-                    self.cluster.kill(follower, "CONT")
-                    done.append([round(resume - started, 3), "cont"])
-                time.sleep(max(0.0, cut_at + length - time.monotonic()))
-                self.cluster.heal()
-            done.append([round(time.monotonic() - started, 3), what])
-        if follower is not None:
-            self.cluster.kill(follower, "CONT")
-        return {"follower": follower, "done": done}
+        done: list[list[Any]] = []
+        cuts: list[float] = []
+        started = time.monotonic()
+
+        def at() -> float:
+            return round(time.monotonic() - started, 3)
+
+        def signal_follower(sig: str) -> None:
+            if follower is not None:
+                before = at()
+                self.cluster.kill(follower, sig)
+                done.append(["stop" if sig == "STOP" else "cont", before, at()])
+
+        resumed = follower is None or pause_s <= 0
+        if not resumed:
+            signal_follower("STOP")
+        for blip_at, length in target.get("blips", []):
+            if not resumed and started + pause_s <= started + float(blip_at):
+                time.sleep(max(0.0, started + pause_s - time.monotonic()))
+                signal_follower("CONT")
+                resumed = True
+            time.sleep(max(0.0, started + float(blip_at) - time.monotonic()))
+            before = at()
+            self.cluster.blip_from_zookeeper(broker, True)
+            cut_at = time.monotonic()
+            done.append(["cut", before, at()])
+            # The follower's pause may end inside this cut: its ISR expansion is then
+            # written while the leader is cut off.
+            resume = started + pause_s
+            if not resumed and cut_at < resume < cut_at + float(length):
+                time.sleep(max(0.0, resume - time.monotonic()))
+                signal_follower("CONT")
+                resumed = True
+            time.sleep(max(0.0, cut_at + float(length) - time.monotonic()))
+            before = at()
+            self.cluster.blip_from_zookeeper(broker, False)
+            done.append(["restore", before, at()])
+            cuts.append(round(time.monotonic() - cut_at, 3))
+        if not resumed:
+            time.sleep(max(0.0, started + pause_s - time.monotonic()))
+            signal_follower("CONT")
+        return {"follower": follower, "done": done, "cuts_s": cuts}
 
     def revert(self, step: FaultStep) -> None:
         detail = self._undo.pop(step.fault_id, {})

@@ -843,6 +843,22 @@ class LocalCluster:
         """Remove every network fault."""
         self._set_faults([], "heal")
 
+    def blip_from_zookeeper(self, broker_id: int, cut: bool) -> None:
+        """Cut (or restore) the broker's links to every ZooKeeper server with one nft
+        transaction in the broker's own namespace only (it drops both directions there),
+        so a cut of under a second is one: `from_zookeeper` loads every node's ruleset,
+        several seconds on a loaded machine. Not recorded in `faults`; `heal()` clears
+        it too. For a cluster with no other network fault in force."""
+        network = self._require_network("a ZooKeeper blip")
+        spec = network.spec
+        node = str(broker_id)
+        active = [faults.from_zookeeper_fault(node)] if cut else []
+        try:
+            script = faults.rulesets(active, spec.ips(), spec.bridge_ip)[node]
+            faults.apply_rulesets({node: script}, {node: spec.netns(node)})
+        except (faults.FaultError, NetworkError) as exc:
+            raise ClusterError(f"ZooKeeper blip of broker {broker_id}: {exc}") from exc
+
     # --- disk faults -----------------------------------------------------------------
 
     def log_dir(self, broker_id: int) -> Path:
