@@ -44,7 +44,7 @@ MIN_GAP_S, MAX_GAP_S = 1.5, 3.5
 # A zk-blip cut lasts this share of the session timeout: kazoo's read timeout is 2/3 of
 # it, so the longer cuts make the connection drop (ConnectionLoss), and the shorter only
 # delay the requests; none lets the session expire.
-BLIP_MIN_FRACTION, BLIP_MAX_FRACTION = 0.3, 0.75
+BLIP_MIN_FRACTION, BLIP_MAX_FRACTION = 0.3, 0.6
 ZK_BLIP_MIN_S = 4.5
 
 
@@ -77,12 +77,14 @@ def zk_blip_target(
 ) -> dict[str, Any]:
     """zk-blip: partition 0's leader loses ZooKeeper for short cuts, each under
     `BLIP_MAX_FRACTION` of the session timeout with a reconnect gap after it (the session
-    survives: ConnectionLoss, not expiry), while one follower is stopped long enough for
-    the leader to drop it from the ISR and, once resumed, take it back: the ISR writes
-    (and their lost replies) happen inside the cuts. `blips` are (start, length) in
+    survives: ConnectionLoss, not expiry), while one follower is cut from the leader long
+    enough for the leader to drop it from the ISR and, once the link is back, take it
+    back: the ISR writes (and their lost replies) happen inside the cuts. (Stopping the
+    follower instead would end its session, 2 s, as fast as it leaves the ISR: the
+    controller, not the leader, would shrink the ISR.) `blips` are (start, length) in
     seconds from the fault's start."""
     blips: list[list[float]] = []
-    # The follower stopped at 0 is behind replica.lag.time.max.ms (2 s in chaos runs)
+    # The follower cut off at 0 is behind replica.lag.time.max.ms (2 s in chaos runs)
     # from about 2 s on, and the leader's next check (every second) shrinks the ISR:
     # the first cut starts around then.
     at = rng.uniform(1.5, 2.2)
@@ -239,10 +241,10 @@ class Nemesis:
         return detail
 
     def _zk_blips(self, step: FaultStep, broker: int) -> dict[str, Any]:
-        """Blocks for the blips (the fault *is* its cuts): stop a follower of partition 0,
-        cut `broker` from ZooKeeper for each blip, resume the follower when its pause
-        is over. Returns what was done: each action with the seconds (from the
-        follower's stop) before and after it took effect, and each cut's real length."""
+        """Blocks for the blips (the fault *is* its cuts): cut a follower of partition 0
+        from `broker`, cut `broker` from ZooKeeper for each blip, restore the follower's
+        link when its pause is over. Returns what was done: each action with the seconds (from the
+        follower's cut) before and after it took effect, and each cut's real length."""
         target = step.target
         followers = self._replicas()[1]
         wanted = target.get("follower", "follower-1")
@@ -259,19 +261,19 @@ class Nemesis:
         def at() -> float:
             return round(time.monotonic() - started, 3)
 
-        def signal_follower(sig: str) -> None:
+        def cut_follower(cut: bool) -> None:
             if follower is not None:
                 before = at()
-                self.cluster.kill(follower, sig)
-                done.append(["stop" if sig == "STOP" else "cont", before, at()])
+                self.cluster.cut_link_fast(follower, broker, cut)
+                done.append(["follower-cut" if cut else "follower-back", before, at()])
 
         resumed = follower is None or pause_s <= 0
         if not resumed:
-            signal_follower("STOP")
+            cut_follower(True)
         for blip_at, length in target.get("blips", []):
             if not resumed and started + pause_s <= started + float(blip_at):
                 time.sleep(max(0.0, started + pause_s - time.monotonic()))
-                signal_follower("CONT")
+                cut_follower(False)
                 resumed = True
             time.sleep(max(0.0, started + float(blip_at) - time.monotonic()))
             before = at()
@@ -283,7 +285,7 @@ class Nemesis:
             resume = started + pause_s
             if not resumed and cut_at < resume < cut_at + float(length):
                 time.sleep(max(0.0, resume - time.monotonic()))
-                signal_follower("CONT")
+                cut_follower(False)
                 resumed = True
             time.sleep(max(0.0, cut_at + float(length) - time.monotonic()))
             before = at()
@@ -292,7 +294,7 @@ class Nemesis:
             cuts.append(round(time.monotonic() - cut_at, 3))
         if not resumed:
             time.sleep(max(0.0, started + pause_s - time.monotonic()))
-            signal_follower("CONT")
+            cut_follower(False)
         return {"follower": follower, "done": done, "cuts_s": cuts}
 
     def revert(self, step: FaultStep) -> None:
@@ -306,8 +308,6 @@ class Nemesis:
             self.cluster.heal()
         elif step.kind == "zk-blip":
             self.cluster.heal()
-            if detail.get("follower") is not None:
-                self.cluster.kill(int(detail["follower"]), "CONT")
         elif step.kind == "zk-kill":
             self.cluster.zk_start(int(detail["zk"]))
         elif step.kind == "disk-full":
