@@ -354,35 +354,12 @@ CASES = (
         lambda r: r.topics[0].partitions[0].error_code,
     ),
     Case(32, "DESCRIBE_CONFIGS", _describe_configs, lambda r: r.results[0].error_code),
-    Case(
-        23,
-        "DESCRIBE",
-        lambda: request(
-            23,
-            4,
-            "OffsetForLeaderEpochRequest",
-            replica_id=-1,
-            topics=(
-                request(
-                    23,
-                    4,
-                    "OffsetForLeaderTopic",
-                    topic=TOPIC,
-                    partitions=(
-                        request(
-                            23,
-                            4,
-                            "OffsetForLeaderPartition",
-                            partition=0,
-                            current_leader_epoch=-1,
-                            leader_epoch=0,
-                        ),
-                    ),
-                ),
-            ),
-        ),
-        lambda r: ErrorCode(r.topics[0].partitions[0].error_code),
-    ),  # fmt: skip
+    Case(23, "DESCRIBE", lambda: request(23, 4, "OffsetForLeaderEpochRequest", replica_id=-1,
+                                         topics=(request(23, 4, "OffsetForLeaderTopic",
+                                                         topic=TOPIC, partitions=(
+             request(23, 4, "OffsetForLeaderPartition", partition=0, current_leader_epoch=-1,
+                     leader_epoch=0),)),)),
+         lambda r: ErrorCode(r.topics[0].partitions[0].error_code)),  # fmt: skip
     *GROUP_CASES,
     *TOPIC_ADMIN_CASES,
     *CLUSTER_CASES,
