@@ -5,6 +5,12 @@ configuration (min.insync.replicas, unclean election, topics) and its events (tr
 replication, controller steps, request delays and losses, crashes, session expiries,
 topic creation and deletion, reassignments, preferred elections). A violating schedule
 is shrunk by delta debugging (as `explore.py` does for the one-partition simulator).
+
+Faults come in bursts whose follow-ups often wait for a gap of background work (and
+writes), so a second fault hits after the controller reacted to the first; with the
+simulator's HW checkpoints and its settle (the brokers still down stay down through a
+failover, then come back one at a time) this finds KIP-101's loss in `hw` mode and
+KIP-279's divergence in `kip101` mode (docs/replication.md, issue 29).
 """
 
 from __future__ import annotations
