@@ -29,15 +29,23 @@ FAULT_KINDS: tuple[str, ...] = (
     "zk-kill",
     "session-expiry",
     "disk-full",
+    "zk-blip",
 )
 # Kinds that need every node in its own network namespace.
-NETWORK_KINDS = frozenset({"partition", "isolate", "one-way", "zk-isolate"})
+NETWORK_KINDS = frozenset({"partition", "isolate", "one-way", "zk-isolate", "zk-blip"})
 # Kinds aimed at one broker (`{"broker": ...}` targets).
-BROKER_KINDS = frozenset({"kill", "pause", "isolate", "zk-isolate", "session-expiry", "disk-full"})
+BROKER_KINDS = frozenset(
+    {"kill", "pause", "isolate", "zk-isolate", "session-expiry", "disk-full", "zk-blip"}
+)
 WARMUP_S = 3.0
 COOLDOWN_S = 3.0
 MIN_FAULT_S, MAX_FAULT_S = 3.0, 7.0
 MIN_GAP_S, MAX_GAP_S = 1.5, 3.5
+# A zk-blip cut lasts this share of the session timeout: kazoo's read timeout is 2/3 of
+# it, so the longer cuts make the connection drop (ConnectionLoss), and the shorter only
+# delay the requests; none lets the session expire.
+BLIP_MIN_FRACTION, BLIP_MAX_FRACTION = 0.3, 0.6
+ZK_BLIP_MIN_S = 4.5
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,37 @@ class FaultStep:
             "duration_s": round(self.duration_s, 3),
             "target": self.target,
         }
+
+
+def zk_blip_target(
+    rng: random.Random, duration_s: float, session_timeout_s: float
+) -> dict[str, Any]:
+    """zk-blip: partition 0's leader loses ZooKeeper for short cuts, each under
+    `BLIP_MAX_FRACTION` of the session timeout with a reconnect gap after it (the session
+    survives: ConnectionLoss, not expiry), while one follower is cut from the leader long
+    enough for the leader to drop it from the ISR and, once the link is back, take it
+    back: the ISR writes (and their lost replies) happen inside the cuts. (Stopping the
+    follower instead would end its session, 2 s, as fast as it leaves the ISR: the
+    controller, not the leader, would shrink the ISR.) `blips` are (start, length) in
+    seconds from the fault's start."""
+    blips: list[list[float]] = []
+    # The follower cut off at 0 is behind replica.lag.time.max.ms (2 s in chaos runs)
+    # from about 2 s on, and the leader's next check (every second) shrinks the ISR:
+    # the first cut starts around then.
+    at = rng.uniform(1.5, 2.2)
+    while True:
+        length = rng.uniform(BLIP_MIN_FRACTION, BLIP_MAX_FRACTION) * session_timeout_s
+        if at + length > duration_s:
+            break
+        blips.append([round(at, 3), round(length, 3)])
+        at += length + rng.uniform(0.6, 1.0) * session_timeout_s
+    follower_pause_s = round(min(duration_s - 0.5, rng.uniform(2.5, 3.5)), 3)
+    return {
+        "broker": "leader",
+        "follower": "follower-1",
+        "follower_pause_s": follower_pause_s,
+        "blips": blips,
+    }
 
 
 def _target(rng: random.Random, kind: str, brokers: int, zk_nodes: int) -> dict[str, Any]:
@@ -120,9 +159,16 @@ def plan_schedule(
                 if kind == "session-expiry"
                 else draw.uniform(MIN_FAULT_S, MAX_FAULT_S) * scale
             )
+            if kind == "zk-blip":
+                # Room for the follower's pause, a shrink and an expansion.
+                duration = max(duration, ZK_BLIP_MIN_S)
             if at + duration > WARMUP_S + budget:
                 break
-            target = _target(draw, kind, brokers, zk_nodes)
+            target = (
+                zk_blip_target(draw, duration, session_timeout_s)
+                if kind == "zk-blip"
+                else _target(draw, kind, brokers, zk_nodes)
+            )
             steps.append(FaultStep(len(steps) + 1, kind, at, duration, target))
             at += duration + draw.uniform(MIN_GAP_S, MAX_GAP_S) * scale
         if len(steps) >= min_faults:
@@ -187,10 +233,69 @@ class Nemesis:
             detail["took_s"] = round(time.monotonic() - started, 3)
         elif kind == "disk-full":
             detail["filled_bytes"] = self.cluster.fill_disk(broker)
+        elif kind == "zk-blip":
+            detail.update(self._zk_blips(step, broker))
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         self._undo[step.fault_id] = detail
         return detail
+
+    def _zk_blips(self, step: FaultStep, broker: int) -> dict[str, Any]:
+        """Blocks for the blips (the fault *is* its cuts): cut a follower of partition 0
+        from `broker`, cut `broker` from ZooKeeper for each blip, restore the follower's
+        link when its pause is over. Returns what was done: each action with the seconds (from the
+        follower's cut) before and after it took effect, and each cut's real length."""
+        target = step.target
+        followers = self._replicas()[1]
+        wanted = target.get("follower", "follower-1")
+        index = int(str(wanted).removeprefix("follower-")) - 1 if followers else -1
+        follower = followers[index] if 0 <= index < len(followers) else None
+        if follower == broker:
+            follower = None
+        pause_s = float(target.get("follower_pause_s", 0))
+        self._undo[step.fault_id] = {"broker": broker, "follower": follower}
+        done: list[list[Any]] = []
+        cuts: list[float] = []
+        started = time.monotonic()
+
+        def at() -> float:
+            return round(time.monotonic() - started, 3)
+
+        def cut_follower(cut: bool) -> None:
+            if follower is not None:
+                before = at()
+                self.cluster.cut_link_fast(follower, broker, cut)
+                done.append(["follower-cut" if cut else "follower-back", before, at()])
+
+        resumed = follower is None or pause_s <= 0
+        if not resumed:
+            cut_follower(True)
+        for blip_at, length in target.get("blips", []):
+            if not resumed and started + pause_s <= started + float(blip_at):
+                time.sleep(max(0.0, started + pause_s - time.monotonic()))
+                cut_follower(False)
+                resumed = True
+            time.sleep(max(0.0, started + float(blip_at) - time.monotonic()))
+            before = at()
+            self.cluster.blip_from_zookeeper(broker, True)
+            cut_at = time.monotonic()
+            done.append(["cut", before, at()])
+            # The follower's pause may end inside this cut: its ISR expansion is then
+            # written while the leader is cut off.
+            resume = started + pause_s
+            if not resumed and cut_at < resume < cut_at + float(length):
+                time.sleep(max(0.0, resume - time.monotonic()))
+                cut_follower(False)
+                resumed = True
+            time.sleep(max(0.0, cut_at + float(length) - time.monotonic()))
+            before = at()
+            self.cluster.blip_from_zookeeper(broker, False)
+            done.append(["restore", before, at()])
+            cuts.append(round(time.monotonic() - cut_at, 3))
+        if not resumed:
+            time.sleep(max(0.0, started + pause_s - time.monotonic()))
+            cut_follower(False)
+        return {"follower": follower, "done": done, "cuts_s": cuts}
 
     def revert(self, step: FaultStep) -> None:
         detail = self._undo.pop(step.fault_id, {})
@@ -200,6 +305,8 @@ class Nemesis:
         elif step.kind == "pause":
             self.cluster.kill(broker, "CONT")
         elif step.kind in ("partition", "isolate", "one-way", "zk-isolate"):
+            self.cluster.heal()
+        elif step.kind == "zk-blip":
             self.cluster.heal()
         elif step.kind == "zk-kill":
             self.cluster.zk_start(int(detail["zk"]))

@@ -43,7 +43,7 @@ from strandline.chaos.workload import (
     QUIET_LOGS,
     AdminWorker,
     CommittedObserver,
-    ConsumerWorker,
+    ConsumerProcess,
     ProducerWorker,
     Worker,
 )
@@ -125,6 +125,7 @@ class Run:
         self.cluster: LocalCluster | None = None
         self.history: HistoryWriter | None = None
         self._stacks: TextIO | None = None
+        self.consumers: list[ConsumerProcess] = []
         self._lock = threading.Lock()
 
     def record(self, op: dict[str, Any]) -> None:
@@ -138,6 +139,7 @@ class Run:
         if self.folder.exists():
             shutil.rmtree(self.folder, ignore_errors=True)
         self.folder.mkdir(parents=True)
+        self._start_consumers()
         self.cluster = LocalCluster(self.cluster_dir)
         self.cluster.up(
             config.brokers,
@@ -148,6 +150,30 @@ class Run:
         )
         self.cluster.wait_for_full_metadata()
         return self.cluster
+
+    def _start_consumers(self) -> None:
+        """The consumers run in their own processes: a librdkafka consumer hanging in
+        close() stalled two schedules of the long runs, and a process can be killed.
+        They are spawned now, while the cluster starts, because a fresh interpreter's
+        imports took longer than a whole schedule on the loaded machine."""
+        self.consumers = [
+            ConsumerProcess(
+                i, TOPIC, GROUP, client_log=str(self.folder / f"clients-consumer-{i}.log")
+            )
+            for i in range(self.config.consumers)
+        ]
+        for consumer in self.consumers:
+            consumer.start()
+
+    def _end_consumers(self) -> None:
+        """After a failure: no consumer process outlives its schedule."""
+        for consumer in self.consumers:
+            if consumer.process.is_alive():
+                consumer.stop()
+                consumer.process.join(2)
+                if consumer.process.is_alive():
+                    consumer.process.kill()
+                    consumer.process.join(2)
 
     def _create_topic(self, cluster: LocalCluster) -> None:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET_LOGS})
@@ -425,18 +451,19 @@ class Run:
                 )
                 for i in range(config.idempotent_producers + config.plain_producers)
             ]
-            others: list[Worker] = [
-                *(
-                    ConsumerWorker(i, self.record, bootstrap, TOPIC, GROUP)
-                    for i in range(config.consumers)
-                ),
+            others: list[Worker | ConsumerProcess] = [
+                *self.consumers,
                 CommittedObserver(self.record, bootstrap, TOPIC, GROUP, config.partitions),
                 AdminWorker(
                     self.record, bootstrap, TOPIC, sorted(cluster.brokers), f"chaos{config.seed}"
                 ),
             ]
+            for consumer in self.consumers:
+                if not consumer.begin(self.record, bootstrap):
+                    self.record({"process": consumer.name, "f": "not-ready", "type": "info"})
             for worker in [*producers, *others]:
-                worker.start()
+                if not isinstance(worker, ConsumerProcess):
+                    worker.start()
             nemesis = Nemesis(cluster, TOPIC)
             started = time.monotonic()
             try:
@@ -466,6 +493,7 @@ class Run:
             self._compare_replicas(cluster, hws)
             self._copy_state_change_logs(cluster)
         finally:
+            self._end_consumers()
             if self.history is not None:
                 self.history.close()
             for handler in list(CLIENT_LOG.handlers):

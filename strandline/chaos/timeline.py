@@ -27,6 +27,7 @@ KNOWN_COLOURS: dict[str, str] = {
     "disk-full": "#7f7f7f",
     "session-expiry": "#bcbd22",
     "one-way": "#17becf",
+    "zk-blip": "#393b79",
     "clock": "#1f77b4",
 }
 SPARE_COLOURS = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2")

@@ -14,9 +14,13 @@ never as `fail`, because a timed-out produce may still have been appended.
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
+import queue
 import threading
 import time
 from collections.abc import Callable
+from multiprocessing.context import SpawnProcess
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -300,6 +304,127 @@ class ConsumerWorker(Worker):
             self._commit(consumer)
         finally:
             consumer.close()
+
+
+READY = "ready"  # a consumer process's first message: imports done, waiting to begin
+
+
+def _consumer_process(
+    index: int,
+    topic: str,
+    group: str,
+    ops: Any,
+    control: Any,
+    stop: Any,
+    join_s: float,
+    client_log: str | None,
+) -> None:
+    """A child process's main: one ConsumerWorker, its ops sent to the parent, which
+    stamps them as it writes them (the history's lines stay in `t` order; a queue hop
+    is well under a millisecond). It says READY once imported, then waits for the
+    bootstrap servers (None: end). A consumer that does not stop within `join_s`
+    (librdkafka hanging in close()) is left behind: the process exits without it."""
+    if client_log is not None:
+        handler = logging.FileHandler(client_log)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        CLIENT_LOG.addHandler(handler)
+    ops.put(READY)
+    bootstrap = control.get()
+    if bootstrap is not None:
+        worker = ConsumerWorker(index, ops.put, bootstrap, topic, group)
+        worker.start()
+        stop.wait()
+        worker.stop()
+        worker.join(join_s)
+        if worker.is_alive():
+            ops.put({"process": worker.name, "f": "hung", "type": "info", "where": "close"})
+    ops.put(None)
+    ops.close()
+    ops.join_thread()
+    os._exit(0)
+
+
+class ConsumerProcess:
+    """A ConsumerWorker in its own (spawned) process, so a client that hangs in close()
+    can not stall the schedule: its ops come back over a queue to `record`, and a process
+    that has not ended `kill_after_s` after `stop()` is killed (by its pid).
+
+    A spawned interpreter imports librdkafka and the rest anew: on a loaded machine that
+    took longer than a 30 s schedule (the first runs' consumers polled nothing). So the
+    process is started early (`start()`, before the cluster is up), says when it is
+    ready, and is given the bootstrap servers when the workload begins (`begin()`)."""
+
+    def __init__(
+        self,
+        index: int,
+        topic: str,
+        group: str,
+        *,
+        kill_after_s: float = 20.0,
+        client_log: str | None = None,
+    ) -> None:
+        self.name = f"consumer-{index}"
+        self.record: Record | None = None
+        self.kill_after_s = kill_after_s
+        context = multiprocessing.get_context("spawn")
+        self._ops = context.Queue()
+        self._control = context.Queue()
+        self._stop = context.Event()
+        self.process: SpawnProcess = context.Process(
+            target=_consumer_process,
+            args=(index, topic, group, self._ops, self._control, self._stop, 10.0, client_log),
+            name=self.name,
+            daemon=True,
+        )
+        self._pump = threading.Thread(target=self._forward, name=f"{self.name}-ops", daemon=True)
+        self.ready = threading.Event()
+        self._begun = False
+
+    def start(self) -> None:
+        self.process.start()
+        self._pump.start()
+
+    def begin(self, record: Record, bootstrap: str, ready_timeout_s: float = 120.0) -> bool:
+        """Start consuming; waits first (up to `ready_timeout_s`) for the process to be
+        ready. Returns whether it was."""
+        self.record = record
+        was_ready = self.ready.wait(ready_timeout_s)
+        self._begun = True
+        self._control.put(bootstrap)
+        return was_ready
+
+    def _forward(self) -> None:
+        while True:
+            try:
+                op = self._ops.get(timeout=0.5)
+            except queue.Empty:
+                if not self.process.is_alive() and self._ops.empty():
+                    break
+                continue
+            if op is None:
+                break
+            if op == READY:
+                self.ready.set()
+            elif self.record is not None:
+                self.record(op)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if not self._begun:
+            self._begun = True
+            self._control.put(None)
+
+    def join(self, timeout: float | None = None) -> None:
+        wait = self.kill_after_s if timeout is None else min(timeout, self.kill_after_s)
+        self.process.join(wait)
+        if self.process.is_alive():
+            if self.record is not None:
+                self.record(
+                    {"process": self.name, "f": "killed", "type": "info", "pid": self.process.pid}
+                )
+            self.process.kill()
+            self.process.join(5)
+        self._pump.join(5)
 
 
 class CommittedObserver(Worker):

@@ -27,7 +27,7 @@ FaultsOption = Annotated[
     typer.Option(
         "--faults",
         help="Comma-separated fault kinds: kill,pause,partition,isolate,one-way,zk-isolate,"
-        "zk-kill,session-expiry,disk-full (default: all)",
+        "zk-kill,session-expiry,disk-full,zk-blip (default: all)",
     ),
 ]
 

@@ -696,6 +696,24 @@ class ControllerCore:
         def as_znode(e: Election) -> LeaderAndIsr:
             return LeaderAndIsr(e.state.leader, e.state.leader_epoch, e.state.isr, ctx.epoch)
 
+        def logged(e: Election) -> fx.StateChange:
+            return _log(
+                "unclean-leader-election" if e.unclean else "leader-election",
+                tp=e.tp,
+                leader=e.state.leader,
+                leader_epoch=e.state.leader_epoch,
+                isr=list(e.state.isr),
+                reason=e.reason,
+                controller_epoch=ctx.epoch,
+            )
+
+        # An unclean election is logged when decided, before the write, as Kafka does:
+        # a write whose reply is lost may still have been applied, and the records it
+        # gives up must not go unexplained (the whole-cluster explorer found one: a
+        # ConnectionLoss after ZooKeeper applied the state left no line).
+        for e in elections:
+            if e.unclean:
+                yield logged(e)
         results = yield fx.WritePartitionStates(
             {e.tp: as_znode(e) for e in elections if e.create},
             {e.tp: (as_znode(e), e.state.zk_version) for e in elections if not e.create},
@@ -711,15 +729,8 @@ class ControllerCore:
                 continue
             ctx.partition_states[e.tp] = as_znode(e).at_version(outcome)
             written.append(e.tp)
-            yield _log(
-                "unclean-leader-election" if e.unclean else "leader-election",
-                tp=e.tp,
-                leader=e.state.leader,
-                leader_epoch=e.state.leader_epoch,
-                isr=list(e.state.isr),
-                reason=e.reason,
-                controller_epoch=ctx.epoch,
-            )
+            if not e.unclean:
+                yield logged(e)
         if stale:
             # A conflict means our view is stale (a leader changed the ISR, or another
             # controller was elected and fenced us): reload.

@@ -926,6 +926,39 @@ class LocalCluster:
         """Remove every network fault."""
         self._set_faults([], "heal")
 
+    def _node_rules(self, node: str, active: list[faults.Fault], what: str) -> None:
+        """Load the rules `active` implies into `node`'s namespace only: one `nft -f`
+        transaction (loading every node's ruleset, as `_set_faults` does, took seconds
+        on a loaded machine). Not recorded in `faults`; `heal()` clears it too. The
+        other namespaces are left as they are: for a node with no other fault in force."""
+        network = self._require_network(what)
+        spec = network.spec
+        try:
+            script = faults.rulesets(active, spec.ips(), spec.bridge_ip)[node]
+            faults.apply_rulesets({node: script}, {node: spec.netns(node)})
+        except (faults.FaultError, NetworkError) as exc:
+            raise ClusterError(f"{what}: {exc}") from exc
+
+    def blip_from_zookeeper(self, broker_id: int, cut: bool) -> None:
+        """Cut (or restore) the broker's links to every ZooKeeper server, in the broker's
+        own namespace (it drops both directions there), fast enough for a sub-second cut."""
+        node = str(broker_id)
+        self._node_rules(
+            node,
+            [faults.from_zookeeper_fault(node)] if cut else [],
+            f"ZooKeeper blip of broker {broker_id}",
+        )
+
+    def cut_link_fast(self, broker_id: int, peer: int, cut: bool) -> None:
+        """Cut (or restore) both directions between two brokers, in `broker_id`'s own
+        namespace only; their ZooKeeper sessions are untouched."""
+        node, other = str(broker_id), str(peer)
+        self._node_rules(
+            node,
+            [faults.one_way_fault(node, other), faults.one_way_fault(other, node)] if cut else [],
+            f"link {broker_id} <-> {peer}",
+        )
+
     # --- disk faults -----------------------------------------------------------------
 
     def log_dir(self, broker_id: int) -> Path:

@@ -31,8 +31,7 @@ from strandline.errors import (
 from strandline.protocol.control_batch import build_marker_batch
 from strandline.protocol.controller_requests import BrokerInfo, PartitionState
 from strandline.protocol.file_region import Records
-from strandline.replication import isr_update
-from strandline.replication.controller_fencing import leader_and_isr_state_error
+from strandline.replication import isr_update, leader_and_isr
 from strandline.replication.follower import FollowerState, follower_high_watermark
 from strandline.replication.partition import Partition
 from strandline.replication.truncation import TruncationMode
@@ -235,8 +234,9 @@ class ReplicaManager:
         )
         for state in states:
             hosted = self.partitions.get(state.tp)
-            error = leader_and_isr_state_error(
+            error, _leads = leader_and_isr.decide(
                 self.broker_id,
+                state.leader,
                 state.replicas,
                 state.leader_epoch,
                 None if hosted is None else hosted.leader_epoch,
@@ -429,7 +429,11 @@ class ReplicaManager:
 
         def start(hosted: HostedPartition) -> StorageError | None:
             try:
-                hosted.log.assign_leader_epoch(hosted.leader_epoch, hosted.log.log_end_offset)
+                hosted.log.assign_leader_epoch(
+                    *leader_and_isr.leader_epoch_start(
+                        hosted.leader_epoch, hosted.log.log_end_offset
+                    )
+                )
             except StorageError as e:
                 # Leading without the entry on disk is safe: the cache in memory stays
                 # without it too, and the first append in this epoch writes it before
@@ -454,32 +458,34 @@ class ReplicaManager:
                 self.on_storage_error(hosted, "leader", failure)
 
     def _make_leader(self, hosted: HostedPartition, isr: tuple[int, ...], now_ms: int) -> None:
-        plog = hosted.log
-        hw = hosted.high_watermark
         hosted.follower_state = None
-        leader_state = Partition(self.broker_id, self.replica_lag_time_max_ms)
-        leader_state.become_leader(
+        start = leader_and_isr.become_leader(
+            self.broker_id,
             hosted.leader_epoch,
-            frozenset(isr),  # the controller's ISR, not the one of our previous term
-            list(hosted.replicas),
-            plog.log_end_offset,
-            hw,
+            isr,
+            hosted.replicas,
+            hosted.log.log_end_offset,
+            hosted.high_watermark,
+            self.replica_lag_time_max_ms,
             now_ms,
         )
-        hosted.leader_state = leader_state
+        hosted.leader_state = start.partition
         self._replicating.add(hosted.tp)  # its followers' positions are not known yet
 
     def _make_follower(self, hosted: HostedPartition) -> None:
-        if hosted.leader_state is not None:
-            hosted.set_follower_high_watermark(hosted.leader_state.high_watermark)
-        hosted.leader_state = None
-        follower = FollowerState(self.truncation_mode)
-        cut = follower.become_follower(
-            hosted.leader, hosted.leader_epoch, hosted.log.log_end_offset, hosted.high_watermark
+        start = leader_and_isr.become_follower(
+            self.truncation_mode,
+            hosted.leader,
+            hosted.leader_epoch,
+            hosted.log.log_end_offset,
+            hosted.high_watermark,
+            hosted.leader_state,
         )
-        if cut is not None:  # the pre-KIP-101 mode truncates to its HW at once
-            self.truncate(hosted, cut)
-        hosted.follower_state = follower
+        hosted.set_follower_high_watermark(start.high_watermark)
+        hosted.leader_state = None
+        if start.truncate_to is not None:  # the pre-KIP-101 mode truncates to its HW at once
+            self.truncate(hosted, start.truncate_to)
+        hosted.follower_state = start.follower
 
     def _notify_leadership(self, tp: TopicPartition, is_leader: bool, leader_epoch: int) -> None:
         for listener in self.leadership_listeners:

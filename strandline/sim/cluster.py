@@ -40,9 +40,8 @@ from strandline.protocol.controller_requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from strandline.replication import controller_fencing, isr_update
+from strandline.replication import controller_fencing, isr_update, leader_and_isr
 from strandline.replication.follower import FetchState, FollowerState, follower_high_watermark
-from strandline.replication.partition import Partition
 from strandline.replication.truncation import (
     EpochEndOffset,
     TruncationMode,
@@ -75,6 +74,10 @@ class ClusterConfig:
     session_timeout_ms: int = 600  # a crashed broker's session expires this much later
     truncation: TruncationMode = TruncationMode.KIP279
     auto_leader_rebalance: bool = False
+    # replica.high.watermark.checkpoint.interval.ms (Kafka and our broker: 5000; here
+    # four ticks, a schedule is a few seconds): a restarted broker starts from the HW
+    # its last checkpoint holds, which trails the HW it had in memory.
+    hw_checkpoint_interval_ms: int = 1000
 
 
 # -- schedule events ------------------------------------------------------------------
@@ -198,12 +201,16 @@ class PauseFetcher(NamedTuple):
 class Bounce(NamedTuple):
     """The broker process restarts faster than its ZooKeeper session times out (KIP-380's
     case): the controller sees one broker change, the same broker with a new broker
-    epoch, and it stays in every ISR it was in."""
+    epoch, and it stays in every ISR it was in. Its fetchers start `slow_ms` later (log
+    recovery, many partitions to resume): a follower that truncated on the
+    LeaderAndIsr stays behind that long, KIP-101's window."""
 
     broker: int
+    slow_ms: int = 0
 
     def describe(self) -> str:
-        return f"bounce broker {self.broker} (restart within the session timeout)"
+        slow = f", fetching {self.slow_ms} ms later" if self.slow_ms else ""
+        return f"bounce broker {self.broker} (restart within the session timeout{slow})"
 
 
 class LoseZkReply(NamedTuple):
@@ -340,6 +347,7 @@ class ClusterReplica(Replica):
         "controller_epoch",
         "waiting",
         "notify_pending",
+        "checkpointed_hw",
     )
 
     def __init__(
@@ -361,6 +369,8 @@ class ClusterReplica(Replica):
         self.waiting: list[tuple[int, str, int]] = []
         # An ISR change written whose notification is still to be created.
         self.notify_pending = False
+        # The HW in the last high-watermark checkpoint: what a restart reads back.
+        self.checkpointed_hw = 0
 
 
 class Message(NamedTuple):
@@ -428,6 +438,7 @@ class SimBroker:
         "shell",
         "crashed_at_ms",
         "fetch_paused_until_ms",
+        "hw_checkpointed_at_ms",
     )
 
     def __init__(self, broker_id: int) -> None:
@@ -447,6 +458,7 @@ class SimBroker:
         self.shell: ControllerShell | None = None
         self.crashed_at_ms = 0
         self.fetch_paused_until_ms = 0
+        self.hw_checkpointed_at_ms = 0
 
 
 class AckedWrite(NamedTuple):
@@ -521,6 +533,7 @@ class ClusterSim:
             self._create_topic(CreateTopic(name, partitions, rf))
         if settled:
             self.settle()
+            self._checkpoint_high_watermarks(force=True)
 
     # -- helpers ------------------------------------------------------------------
 
@@ -574,8 +587,7 @@ class ClusterSim:
         replica.leader = NO_LEADER
         replica.leader_epoch = -1
         replica.waiting = []
-        if replica.high_watermark > replica.log_end_offset:
-            replica.high_watermark = replica.log_end_offset
+        replica.high_watermark = min(replica.checkpointed_hw, replica.log_end_offset)
         replica.epoch_cache.truncate_from_end(replica.log_end_offset)
         replica.follower = FollowerState(self.config.truncation)
 
@@ -927,13 +939,14 @@ class ClusterSim:
                 )
 
     def _leader_and_isr(self, broker: SimBroker, request: LeaderAndIsrRequest) -> None:
-        """ReplicaManager.become_leader_or_follower."""
+        """ReplicaManager.become_leader_or_follower: the decisions are
+        `replication/leader_and_isr.py`'s, as the broker's; this is the simulated I/O."""
         for state in request.partitions:
             tp = state.tp
             replica = broker.replicas.get(tp)
             current = replica.leader_epoch if replica is not None and replica.hosted else None
-            error = controller_fencing.leader_and_isr_state_error(
-                broker.broker_id, state.replicas, state.leader_epoch, current
+            error, leads = leader_and_isr.decide(
+                broker.broker_id, state.leader, state.replicas, state.leader_epoch, current
             )
             if error is not None:
                 continue
@@ -949,7 +962,7 @@ class ClusterSim:
             replica.assigned = state.replicas
             replica.zk_version = state.zk_version
             replica.controller_epoch = state.controller_epoch
-            if state.leader == broker.broker_id:
+            if leads:
                 self._make_leader(broker, replica)
             else:
                 self._make_follower(replica)
@@ -965,35 +978,39 @@ class ClusterSim:
             )
         self._fail_waiting(replica, "NOT_LEADER_OR_FOLLOWER")
         replica.held_response = None
-        replica.epoch_cache.assign(replica.leader_epoch, replica.log_end_offset)
-        partition = Partition(broker.broker_id, self.config.replica_lag_time_max_ms)
-        replica.partition = partition
-        partition.become_leader(
+        start = leader_and_isr.become_leader(
+            broker.broker_id,
             replica.leader_epoch,
-            frozenset(replica.isr),
-            list(replica.assigned),
+            replica.isr,
+            replica.assigned,
             replica.log_end_offset,
             replica.high_watermark,
+            self.config.replica_lag_time_max_ms,
             self.now_ms,
         )
-        replica.high_watermark = partition.high_watermark
+        replica.epoch_cache.assign(*start.epoch_start)
+        replica.partition = start.partition
+        replica.high_watermark = start.partition.high_watermark
         self._note(
             f"broker {broker.broker_id} leads {tp} in epoch {replica.leader_epoch}, "
             f"ISR {list(replica.isr)}"
         )
 
     def _make_follower(self, replica: ClusterReplica) -> None:
-        if replica.partition is not None:
-            replica.high_watermark = replica.partition.high_watermark
-            replica.partition = None
-        self._fail_waiting(replica, "NOT_LEADER_OR_FOLLOWER")
-        follower = FollowerState(self.config.truncation)
-        cut = follower.become_follower(
-            replica.leader, replica.leader_epoch, replica.log_end_offset, replica.high_watermark
+        start = leader_and_isr.become_follower(
+            self.config.truncation,
+            replica.leader,
+            replica.leader_epoch,
+            replica.log_end_offset,
+            replica.high_watermark,
+            replica.partition,
         )
-        if cut is not None:
-            replica.truncate_to(cut)
-        replica.follower = follower
+        replica.high_watermark = start.high_watermark
+        replica.partition = None
+        self._fail_waiting(replica, "NOT_LEADER_OR_FOLLOWER")
+        if start.truncate_to is not None:
+            replica.truncate_to(start.truncate_to)
+        replica.follower = start.follower
         replica.held_response = None
 
     def _update_metadata(self, broker: SimBroker, request: UpdateMetadataRequest) -> None:
@@ -1402,11 +1419,12 @@ class ClusterSim:
                 self._restart(self.brokers[broker_id])
             case ExpireSession(broker_id):
                 self._expire_session(self.brokers[broker_id])
-            case Bounce(broker_id):
+            case Bounce(broker_id, slow_ms):
                 bounced = self.brokers[broker_id]
                 if bounced.alive:
                     self._crash(bounced)
                     self._restart(bounced)
+                    bounced.fetch_paused_until_ms = self.now_ms + slow_ms
             case ZkBlip(broker_id, ms, blip_seed):
                 blipped = self.brokers[broker_id]
                 if blipped.alive and blipped.zk is not None:
@@ -1441,6 +1459,7 @@ class ClusterSim:
     def _tick(self) -> None:
         self.now_ms += self.config.tick_ms
         self._isr_expiration()
+        self._checkpoint_high_watermarks()
         for broker in self.brokers.values():
             if (
                 not broker.alive
@@ -1450,6 +1469,20 @@ class ClusterSim:
             ):
                 broker.zk.close()
                 self._note(f"the session of crashed broker {broker.broker_id} expires")
+
+    def _checkpoint_high_watermarks(self, force: bool = False) -> None:
+        """As the broker's tick loop: every hw_checkpoint_interval_ms, each live broker
+        writes the HW of every replica it holds."""
+        for broker in self.brokers.values():
+            if not broker.alive:
+                continue
+            if not force and (
+                self.now_ms - broker.hw_checkpointed_at_ms < self.config.hw_checkpoint_interval_ms
+            ):
+                continue
+            broker.hw_checkpointed_at_ms = self.now_ms
+            for replica in broker.replicas.values():
+                replica.checkpointed_hw = replica.high_watermark
 
     def run(self, events: Iterable[ClusterEvent]) -> None:
         for event in events:
@@ -1521,11 +1554,26 @@ class ClusterSim:
         return strays
 
     def settle(self, max_rounds: int = 300) -> bool:
-        """End of a schedule: every broker back, sessions of the dead expired, and
-        rounds until nothing is left to do. Returns whether it became quiescent."""
-        for broker in self.brokers.values():
-            if not broker.alive:
-                self._restart(broker)
+        """End of a schedule: the brokers still down stay down until their sessions
+        expired and the controller acted on it, then every broker is back, and rounds
+        run until nothing is left to do. Returns whether it became quiescent.
+
+        A crashed broker comes back after its session timeout far more often than
+        within it; restarting it at once made every crash at the end of a schedule a
+        bounce, and the failover a crash of the leader must cause (KIP-101's losses
+        need the controller to elect the follower) never happened."""
+        self._outage(max_rounds // 3)
+        # They come back one at a time, in the order they went down (machines boot at
+        # different speeds): after a power failure the first one back may be elected
+        # uncleanly before the others return (KIP-279's divergence).
+        down = sorted(
+            (b for b in self.brokers.values() if not b.alive),
+            key=lambda b: (b.crashed_at_ms, b.broker_id),
+        )
+        for index, broker in enumerate(down):
+            self._restart(broker)
+            if index < len(down) - 1:
+                self._outage(max_rounds // 3)
         for channel in self.channels.values():
             channel.held = 0
         for broker in self.brokers.values():
@@ -1539,6 +1587,23 @@ class ClusterSim:
                 self._isr_expiration()
             self.steps += 1
         return self.quiescent()
+
+    def _outage(self, max_rounds: int) -> None:
+        """The dead brokers' sessions expire; rounds run (with the periodic ISR checks)
+        until the controllers, channels and watches are idle."""
+        down = [b for b in self.brokers.values() if not b.alive]
+        for broker in down:
+            if broker.zk is not None and broker.zk.alive:
+                broker.zk.close()
+        for rounds in range(max_rounds):
+            self.now_ms += self.config.step_ms
+            moved = self.round()
+            if rounds % 4 == 3:
+                self.now_ms += self.config.tick_ms
+                self._isr_expiration()
+            self.steps += 1
+            if not moved and not self.zk.pending_notifications and rounds >= 4:
+                return
 
     # -- views ------------------------------------------------------------------------------
 

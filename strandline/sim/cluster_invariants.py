@@ -284,6 +284,48 @@ class ClusterChecker:
                     f"{tp}: acknowledged write {ack.value} (offset {ack.offset}) is not in "
                     f"the final leader {state.leader}'s log"
                 )
+        out += self._check_converged()
+        return out
+
+    def _check_converged(self) -> list[str]:
+        """At settle, a follower that caught up with its leader (same leader epoch, same
+        LEO) holds the leader's log record for record, unclean elections or not: the
+        divergence KIP-279 ends (two brokers lost at once) leaves a follower whose LEO
+        matches while an earlier record differs."""
+        sim = self.sim
+        out: list[str] = []
+        for topic in sim.topics():
+            assignment = sim.assignment(topic) or {}
+            for partition in sorted(assignment):
+                tp = TopicPartition(topic, partition)
+                state = sim.partition_state(tp)
+                if state is None or state.leader == NO_LEADER:
+                    continue
+                leader = sim.brokers[state.leader].replicas.get(tp)
+                if leader is None or leader.partition is None:
+                    continue
+                for broker_id in assignment[partition]:
+                    replica = sim.brokers[broker_id].replicas.get(tp)
+                    if (
+                        broker_id == state.leader
+                        or replica is None
+                        or not replica.hosted
+                        or replica.leader_epoch != leader.leader_epoch
+                        or replica.log_end_offset != leader.log_end_offset
+                    ):
+                        continue
+                    if replica.values != leader.values or replica.epochs != leader.epochs:
+                        first = next(
+                            i
+                            for i, (a, b) in enumerate(
+                                zip(replica.values, leader.values, strict=True)
+                            )
+                            if a != b or replica.epochs[i] != leader.epochs[i]
+                        )
+                        out.append(
+                            f"{tp}: broker {broker_id} caught up with leader {state.leader} "
+                            f"but their logs differ at offset {first}"
+                        )
         return out
 
 

@@ -1,5 +1,5 @@
 """Bad input to every tool: a non-zero exit and exactly one line naming the cause; no
-traceback, no librdkafka `%3|…|FAIL|` noise, and a dead address fails fast (issue 28).
+traceback, no librdkafka `%3|…|FAIL|` noise, and a dead address fails fast (docs/tools.md).
 
 The table runs the command line's own entry point (`strandline.cli.main.main`, argv
 handling and last-resort error line included) in this process, with file descriptors

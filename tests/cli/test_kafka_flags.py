@@ -1,4 +1,4 @@
-"""Kafka's spellings of flags the tools accept (issue 28), without a cluster."""
+"""Kafka's spellings of flags the tools accept (docs/tools.md), without a cluster."""
 
 from __future__ import annotations
 

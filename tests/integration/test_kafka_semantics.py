@@ -1,4 +1,4 @@
-"""Issue 27: Kafka semantics clients rely on, through real clients: record errors
+"""Kafka semantics clients rely on, through real clients: record errors
 (KIP-467), OffsetCommit for unknown partitions, ListOffsets MAX_TIMESTAMP (KIP-734),
 authorized operations (KIP-430) and the standard configs."""
 

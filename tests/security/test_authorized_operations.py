@@ -1,4 +1,4 @@
-"""Issue 27 item 5: authorized operations (KIP-430) computed from the ACLs, against a
+"""Authorized operations (KIP-430) computed from the ACLs, against a
 SASL_SSL broker with the ACL authorizer (`allow.everyone.if.no.acl.found=false`)."""
 
 from __future__ import annotations

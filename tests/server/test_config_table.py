@@ -1,4 +1,4 @@
-"""Issue 27: the one config table (strandline.config_catalog) against Kafka's source.
+"""The one config table (strandline.config_catalog) against Kafka's source.
 
 kafka_configs.json is an extract of the config definitions of apache/kafka at tag 3.8.0
 (commit 771b9576b00ecf5b64ab6e8bedf04156fbdb5cd6): LogConfig.java (topics),

@@ -165,8 +165,8 @@ def test_electing_outside_the_isr_is_caught_and_shrunk(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(decisions, "elect_leader", elect_any_live)
     # It takes a follower that fell out of the ISR, alive and first in the assignment,
-    # when the leader fails: rare, so the seeds start where the explorer found one.
-    report = explore(20, seed=210, shrink_violations=1)
+    # when the leader fails (seeds 3 and 4 of the default mix).
+    report = explore(5, seed=0, shrink_violations=1)
     assert report.violating_schedules > 0
     first = report.violations[0]
     assert any("is not in its ISR" in v for v in first.violations)

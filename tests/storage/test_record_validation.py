@@ -1,4 +1,4 @@
-"""Issue 27: record-level checks of a produce payload (Kafka's LogValidator)."""
+"""Record-level checks of a produce payload (Kafka's LogValidator)."""
 
 from __future__ import annotations
 
