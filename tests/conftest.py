@@ -7,6 +7,7 @@ never silently skips the parts that need real software.
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +20,12 @@ from strandline.coordination.zookeeper_server import ZooKeeperServer, ZooKeeperU
 
 if TYPE_CHECKING:
     from strandline.launcher.local_cluster import LocalCluster
+
+# pytest-xdist hands its workers COLUMNS=80; the tools read COLUMNS as the width to cut
+# table cells at, so a tool run in a worker would cut what the same test reads whole
+# when run alone. Tests that want a width pass their own.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
 
 # Tiers (pytest markers, registered in pyproject.toml). A test's tier follows from what
 # it needs, so nobody has to remember to tag it: a real ZooKeeper (and so brokers) makes

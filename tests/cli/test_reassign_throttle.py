@@ -1,4 +1,4 @@
-"""A throttled reassignment (KIP-73) on real brokers: a 200 MB partition gains a replica
+"""A throttled reassignment (KIP-73) on real brokers: a 40 MB partition gains a replica
 at the set rate, and `--verify` removes the throttle once it completes
 (docs/tools.md). The same cluster then serves `reassign --generate` and
 `verify-replicas --bootstrap-server`."""
@@ -19,9 +19,11 @@ from strandline.launcher.local_cluster import LocalCluster
 from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
 
-RATE = 20_000_000  # bytes/s
+# Well under what a loaded 2-core machine moves unthrottled (14 MB/s with the suite's
+# other workers running), so the throttle, not the machine, sets the pace.
+RATE = 5_000_000  # bytes/s
 RECORD = 100_000
-RECORDS = 2_000  # 200 MB
+RECORDS = 400  # 40 MB
 
 
 def strandline(*args: str) -> subprocess.CompletedProcess[str]:
