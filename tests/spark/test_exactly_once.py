@@ -140,12 +140,7 @@ def test_killed_driver_replays_without_duplicates(
     counts = Counter(value for _, _, _, value, _ in committed)
     expected = {f"value-{i}".encode(): 1 for i in range(RECORDS)}
     assert counts == expected
-    if where == "standalone":
-        return  # executors outlive the driver a moment: the open transaction may commit
-    # The kill did leave a half-written transaction in the log (aborted on replay).
-    everything = consume_all(bootstrap, target, 2, isolation="read_uncommitted")
-    assert len(everything) > RECORDS, (
-        f"read_uncommitted: {len(everything)} records; HW "
-        f"{end_offsets(bootstrap, target, 2, 'read_uncommitted')}, LSO "
-        f"{end_offsets(bootstrap, target, 2, 'read_committed')}"
-    )
+    # Whether the open transaction seen before the kill was still open when the kill
+    # landed is not checked: on a loaded machine it sometimes committed first (seen with
+    # both kill methods), so a check of the aborted records left in the log would test
+    # the machine's speed. _wait_mid_batch did see a batch in flight (HW > LSO).
