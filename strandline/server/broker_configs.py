@@ -46,7 +46,7 @@ from strandline.config_catalog import (
 from strandline.coordination.zk_client import ZkClient
 from strandline.coordination.znodes import BROKER_CONFIG_DEFAULT
 from strandline.errors import InvalidConfigError, InvalidRequestError
-from strandline.server.config import BrokerConfig
+from strandline.server.config import BrokerConfig, broker_default
 from strandline.storage.config import LONG_MAX, TOPIC_CONFIG_KEYS, LogConfig, render_value
 
 log = logging.getLogger(__name__)
@@ -158,8 +158,11 @@ def _topic_default_keys() -> list[BrokerKey]:
     return keys
 
 
-def _static(name: str, default: str | None, config_type: int = TYPE_STRING) -> BrokerKey:
-    return BrokerKey(name, default, dynamic=False, config_type=config_type)
+def _static(name: str) -> BrokerKey:
+    """A key read once at start-up, with the default and type BrokerConfig uses."""
+    return BrokerKey(
+        name, broker_default(name), dynamic=False, config_type=TYPE_CODES[BROKER_CONFIGS[name].type]
+    )
 
 
 def _throttle(name: str) -> BrokerKey:
@@ -167,32 +170,32 @@ def _throttle(name: str) -> BrokerKey:
 
 
 BROKER_KEYS: tuple[BrokerKey, ...] = (
-    # What BrokerConfig reads, with the defaults it applies.
-    _static("broker.id", "0", TYPE_INT),
-    _static("listeners", "PLAINTEXT://127.0.0.1:9092"),
-    _static("advertised.listeners", None),
-    _static("log.dirs", None),
-    _static("log.dir", "/tmp/strandline-logs"),
-    _static("zookeeper.connect", None),
-    _static("zookeeper.session.timeout.ms", "18000", TYPE_INT),
-    _static("broker.rack", None),
-    _static("num.partitions", "1", TYPE_INT),
-    _static("default.replication.factor", "1", TYPE_INT),
-    _static("auto.create.topics.enable", "true", TYPE_BOOLEAN),
-    _static("delete.topic.enable", "true", TYPE_BOOLEAN),
-    _static("socket.request.max.bytes", "104857600", TYPE_INT),
-    _static("replica.lag.time.max.ms", "30000", TYPE_LONG),
-    _static("max.incremental.fetch.session.cache.slots", "1000", TYPE_INT),
-    _static("log.retention.check.interval.ms", "300000", TYPE_LONG),
-    _static("offsets.topic.num.partitions", "50", TYPE_INT),
-    _static("offsets.topic.replication.factor", "3", TYPE_INT),
-    _static("offsets.topic.segment.bytes", "104857600", TYPE_INT),
-    _static("offsets.commit.timeout.ms", "5000", TYPE_INT),
-    _static("auto.leader.rebalance.enable", "true", TYPE_BOOLEAN),
-    _static("leader.imbalance.check.interval.seconds", "300", TYPE_LONG),
-    _static("leader.imbalance.per.broker.percentage", "10", TYPE_INT),
-    _static("log.cleaner.enable", "true", TYPE_BOOLEAN),
-    _static("log.cleaner.backoff.ms", "15000", TYPE_LONG),
+    # What BrokerConfig reads at start-up.
+    _static("broker.id"),
+    _static("listeners"),
+    _static("advertised.listeners"),
+    _static("log.dirs"),
+    _static("log.dir"),
+    _static("zookeeper.connect"),
+    _static("zookeeper.session.timeout.ms"),
+    _static("broker.rack"),
+    _static("num.partitions"),
+    _static("default.replication.factor"),
+    _static("auto.create.topics.enable"),
+    _static("delete.topic.enable"),
+    _static("socket.request.max.bytes"),
+    _static("replica.lag.time.max.ms"),
+    _static("max.incremental.fetch.session.cache.slots"),
+    _static("log.retention.check.interval.ms"),
+    _static("offsets.topic.num.partitions"),
+    _static("offsets.topic.replication.factor"),
+    _static("offsets.topic.segment.bytes"),
+    _static("offsets.commit.timeout.ms"),
+    _static("auto.leader.rebalance.enable"),
+    _static("leader.imbalance.check.interval.seconds"),
+    _static("leader.imbalance.per.broker.percentage"),
+    _static("log.cleaner.enable"),
+    _static("log.cleaner.backoff.ms"),
     *_topic_default_keys(),
     _throttle("leader.replication.throttled.rate"),
     _throttle("follower.replication.throttled.rate"),

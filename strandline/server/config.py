@@ -5,10 +5,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from strandline.config_catalog import BROKER_CONFIGS
 from strandline.errors import ConfigError
 from strandline.security.listeners import ListenerConfig, parse_listeners
 
-__all__ = ["BrokerConfig", "ConfigError", "parse_properties"]
+__all__ = ["BrokerConfig", "ConfigError", "broker_default", "parse_properties"]
+
+# Every other default is Kafka's, from the config catalog (Kafka 3.8's definitions).
+STRANDLINE_DEFAULTS: dict[str, str] = {
+    # A broker started with an almost empty server.properties is a local, first broker.
+    "broker.id": "0",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "log.dir": "/tmp/strandline-logs",
+    # How often the flush scheduler looks at flush.ms (Kafka's default never looks).
+    "log.flush.scheduler.interval.ms": "1000",
+    # Ours, not Kafka's: 0 = no metrics endpoint; tests widen the ISR notification window.
+    "metrics.port": "0",
+    "isr.change.notification.delay.ms": "0",
+}
+
+
+def broker_default(key: str) -> str | None:
+    """The value a broker config has when server.properties leaves it out (None: unset)."""
+    if key in STRANDLINE_DEFAULTS:
+        return STRANDLINE_DEFAULTS[key]
+    definition = BROKER_CONFIGS.get(key)
+    return None if definition is None else definition.default
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -58,18 +80,18 @@ class BrokerConfig:
     log_retention_check_interval_ms: int
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
-    auto_leader_rebalance_enable: bool = True
-    leader_imbalance_check_interval_seconds: int = 300
-    leader_imbalance_per_broker_percentage: int = 10
-    log_cleaner_enable: bool = True
-    log_cleaner_backoff_ms: int = 15000
-    offsets_topic_segment_bytes: int = 104857600
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_check_interval_seconds: int
+    leader_imbalance_per_broker_percentage: int
+    log_cleaner_enable: bool
+    log_cleaner_backoff_ms: int
+    offsets_topic_segment_bytes: int
     # How long a leader waits before creating an ISR change notification (Kafka batches
     # them for up to 5 s): the controller then hears of an ISR change after ZooKeeper
     # holds it. 0 here; tests widen the window the controller must not depend on.
-    isr_change_notification_delay_ms: int = 0
+    isr_change_notification_delay_ms: int
     # Prometheus text on http://host:metrics.port/metrics; unset = no metrics at all.
-    metrics_port: int | None = None
+    metrics_port: int | None
 
     @classmethod
     def from_file(cls, path: Path) -> BrokerConfig:
@@ -78,33 +100,30 @@ class BrokerConfig:
     @classmethod
     def from_props(cls, props: dict[str, str]) -> BrokerConfig:
         def get(key: str, default: str | None = None) -> str:
-            if key in props:
-                return props[key]
-            if default is None:
+            value = props.get(key, default if default is not None else broker_default(key))
+            if value is None:
                 raise ConfigError(f"missing required broker config {key!r}")
-            return default
+            return value
 
-        def get_int(key: str, default: int) -> int:
+        def get_int(key: str) -> int:
             try:
-                return int(get(key, str(default)))
+                return int(get(key))
             except ValueError as e:
                 raise ConfigError(f"{key}={props.get(key)!r} is not an integer") from e
 
-        def get_bool(key: str, default: bool) -> bool:
-            value = get(key, "true" if default else "false").lower()
+        def get_bool(key: str) -> bool:
+            value = get(key).lower()
             if value not in ("true", "false"):
                 raise ConfigError(f"{key}={value!r} must be true or false")
             return value == "true"
 
-        listeners = parse_listeners({"listeners": "PLAINTEXT://127.0.0.1:9092", **props})
+        listeners = parse_listeners({"listeners": get("listeners"), **props})
         inter_broker = listeners.listener(listeners.inter_broker_listener)
         advertised = listeners.inter_broker
-        log_dirs = [
-            Path(p) for p in get("log.dirs", get("log.dir", "/tmp/strandline-logs")).split(",")
-        ]
+        log_dirs = [Path(p) for p in get("log.dirs", get("log.dir")).split(",")]
         return cls(
             props=dict(props),
-            broker_id=get_int("broker.id", 0),
+            broker_id=get_int("broker.id"),
             host=inter_broker.host or "127.0.0.1",
             port=inter_broker.port,
             advertised_host=advertised.host,
@@ -112,35 +131,35 @@ class BrokerConfig:
             listeners=listeners,
             log_dirs=log_dirs,
             zookeeper_connect=get("zookeeper.connect"),
-            zookeeper_session_timeout_ms=get_int("zookeeper.session.timeout.ms", 18000),
+            zookeeper_session_timeout_ms=get_int("zookeeper.session.timeout.ms"),
             logs_dir=Path(get("strandline.logs.dir", str(log_dirs[0].parent / "logs"))),
             rack=props.get("broker.rack"),
-            num_partitions=get_int("num.partitions", 1),
-            default_replication_factor=get_int("default.replication.factor", 1),
-            auto_create_topics_enable=get_bool("auto.create.topics.enable", True),
-            delete_topic_enable=get_bool("delete.topic.enable", True),
-            message_max_bytes=get_int("message.max.bytes", 1048588),
-            socket_request_max_bytes=get_int("socket.request.max.bytes", 104857600),
-            replica_lag_time_max_ms=get_int("replica.lag.time.max.ms", 30000),
+            num_partitions=get_int("num.partitions"),
+            default_replication_factor=get_int("default.replication.factor"),
+            auto_create_topics_enable=get_bool("auto.create.topics.enable"),
+            delete_topic_enable=get_bool("delete.topic.enable"),
+            message_max_bytes=get_int("message.max.bytes"),
+            socket_request_max_bytes=get_int("socket.request.max.bytes"),
+            replica_lag_time_max_ms=get_int("replica.lag.time.max.ms"),
             max_incremental_fetch_session_cache_slots=get_int(
-                "max.incremental.fetch.session.cache.slots", 1000
+                "max.incremental.fetch.session.cache.slots"
             ),
-            min_insync_replicas=get_int("min.insync.replicas", 1),
-            unclean_leader_election_enable=get_bool("unclean.leader.election.enable", False),
-            log_flush_scheduler_interval_ms=get_int("log.flush.scheduler.interval.ms", 1000),
-            log_retention_check_interval_ms=get_int("log.retention.check.interval.ms", 300000),
-            offsets_topic_num_partitions=get_int("offsets.topic.num.partitions", 50),
-            offsets_topic_replication_factor=get_int("offsets.topic.replication.factor", 3),
-            metrics_port=get_int("metrics.port", 0) or None,
-            auto_leader_rebalance_enable=get_bool("auto.leader.rebalance.enable", True),
+            min_insync_replicas=get_int("min.insync.replicas"),
+            unclean_leader_election_enable=get_bool("unclean.leader.election.enable"),
+            log_flush_scheduler_interval_ms=get_int("log.flush.scheduler.interval.ms"),
+            log_retention_check_interval_ms=get_int("log.retention.check.interval.ms"),
+            offsets_topic_num_partitions=get_int("offsets.topic.num.partitions"),
+            offsets_topic_replication_factor=get_int("offsets.topic.replication.factor"),
+            metrics_port=get_int("metrics.port") or None,
+            auto_leader_rebalance_enable=get_bool("auto.leader.rebalance.enable"),
             leader_imbalance_check_interval_seconds=get_int(
-                "leader.imbalance.check.interval.seconds", 300
+                "leader.imbalance.check.interval.seconds"
             ),
             leader_imbalance_per_broker_percentage=get_int(
-                "leader.imbalance.per.broker.percentage", 10
+                "leader.imbalance.per.broker.percentage"
             ),
-            log_cleaner_enable=get_bool("log.cleaner.enable", True),
-            log_cleaner_backoff_ms=get_int("log.cleaner.backoff.ms", 15000),
-            offsets_topic_segment_bytes=get_int("offsets.topic.segment.bytes", 104857600),
-            isr_change_notification_delay_ms=get_int("isr.change.notification.delay.ms", 0),
+            log_cleaner_enable=get_bool("log.cleaner.enable"),
+            log_cleaner_backoff_ms=get_int("log.cleaner.backoff.ms"),
+            offsets_topic_segment_bytes=get_int("offsets.topic.segment.bytes"),
+            isr_change_notification_delay_ms=get_int("isr.change.notification.delay.ms"),
         )
