@@ -23,7 +23,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
@@ -44,7 +45,12 @@ from strandline.console.sources import ConsoleError, NotFoundError, Sources
 from strandline.coordination.zk_client import ZkClient
 from strandline.types import TopicPartition
 
-REQUEST_TIMEOUT_S = 5.0
+# Short: a stopped broker must not hold a page that refreshes every second; whatever
+# did not answer in time is shown as unknown, with that reason.
+REQUEST_TIMEOUT_S = 3.0
+# An HW that does not move while the leader's log is ahead of it, for this long, means
+# a replica the ISR still names is not fetching.
+HW_STUCK_S = 3.0
 # At start-up: long enough for a busy broker, short enough that a typo fails promptly.
 STARTUP_TIMEOUT_S = 8.0
 ZK_SESSION_TIMEOUT_MS = 10000
@@ -60,9 +66,13 @@ TIMELINE_LIMIT = 500
 class Broker:
     id: int
     address: str | None
-    alive: bool
+    alive: bool  # registered in ZooKeeper (or, without it, in Metadata)
     controller: bool
     metrics_url: str | None
+    # did its metrics endpoint answer just now (None: no endpoint to ask). ZooKeeper
+    # keeps a dead broker registered for its session timeout; this does not wait.
+    answering: bool | None = None
+    not_answering_why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,17 +87,29 @@ class Partition:
     offline: bool
     under_replicated: bool
     under_min_isr: bool
+    # Why the ISR above is not the whole truth: members whose broker does not answer,
+    # an HW that stopped moving. Empty: nothing known against it.
+    problems: tuple[str, ...] = ()
+    not_answering: tuple[int, ...] = ()  # ISR members (or the leader) not answering
 
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
 
+    @property
+    def healthy(self) -> bool:
+        return not (self.offline or self.under_replicated or self.under_min_isr or self.problems)
+
 
 @dataclass(frozen=True)
 class Alert:
-    kind: str  # under-replicated | offline | under-min-isr | broker-down | source
+    # under-replicated | offline | under-min-isr | not-answering | hw-stuck |
+    # broker-down | broker-not-answering | no-controller | source
+    kind: str
     subject: str  # a partition name, "broker 3", or a source
     detail: str
+    topic: str | None = None
+    brokers: tuple[int, ...] = ()  # the brokers the alert is about
 
 
 @dataclass
@@ -98,7 +120,7 @@ class ClusterView:
     partitions: list[Partition]
     alerts: list[Alert]
     errors: list[str]
-    taken_at: float
+    taken_at: float  # when gathering started: nothing shown is older, bar what says so
 
 
 @dataclass(frozen=True)
@@ -121,7 +143,13 @@ class Replica:
     log_start_offset: int | None
     log_end_offset: int | None
     high_watermark: int | None  # as this replica knows it
-    error: str | None  # why the numbers are missing
+    error: str | None  # why the numbers are missing or old
+    answering: bool | None = None  # its broker's metrics endpoint, just now
+    gathered_at: float | None = None  # when the numbers above were read
+    fresh: bool = False  # read in this very refresh (else the last ones that worked)
+    behind: int | None = None  # the leader's LEO minus this one's, both fresh
+    behind_unknown: str | None = None  # why `behind` is None, for a follower
+    problems: tuple[str, ...] = ()
 
 
 @dataclass
@@ -131,7 +159,9 @@ class PartitionView:
     log_start_offset: int | None
     replicas: list[Replica]
     errors: list[str]
-    taken_at: float
+    taken_at: float  # when gathering started
+    watermarks_at: float | None = None  # when the leader answered ListOffsets
+    watermarks_unknown: str | None = None  # why HW / log start are None
 
 
 @dataclass(frozen=True)
@@ -330,6 +360,12 @@ class Gatherer:
         self._configs: dict[str, int] = {}
         self._configs_at = 0.0
         self._configs_lock = threading.Lock()
+        # Sources asked side by side within one refresh (a slow one sets the pace, it
+        # does not add to it).
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console-gather")
+        # (topic, partition) -> (HW the leader reported, since when it has not moved)
+        self._hw_seen: dict[tuple[str, int], tuple[int, float]] = {}
+        self._hw_lock = threading.Lock()
 
     # --- life cycle ------------------------------------------------------------------
 
@@ -370,6 +406,7 @@ class Gatherer:
     def close(self) -> None:
         self.admin.close()
         self.scraper.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
         if self.zk is not None:
             self.zk.close()
             self.zk = None
@@ -429,11 +466,73 @@ class Gatherer:
             epoch[0] if epoch else None,
         )
 
+    def _scrape_soon(self) -> Future[dict[int, BrokerScrape]]:
+        """Every broker's metrics, asked now, read when the caller needs them."""
+        return self._pool.submit(self.scraper.scrape)
+
+    def _hw_stuck_for(self, tp: tuple[str, int], hw: int, leo: int, now: float) -> float | None:
+        """How long the leader's HW has not moved while its log is ahead of it."""
+        with self._hw_lock:
+            seen = self._hw_seen.get(tp)
+            if seen is None or seen[0] != hw or leo <= hw:
+                self._hw_seen[tp] = (hw, now)
+                return None
+            stuck = now - seen[1]
+            return stuck if stuck >= HW_STUCK_S else None
+
+    def _health(
+        self,
+        tp: tuple[str, int],
+        leader: int,
+        isr: list[int],
+        scrapes: dict[int, BrokerScrape] | None,
+    ) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """(problems, silent brokers) of a partition ZooKeeper calls healthy or not: the
+        leader or an ISR member whose broker does not answer is flagged at once, not
+        after ZooKeeper's session timeout; an HW stuck behind the leader's log end means
+        some ISR member is not fetching."""
+        if not scrapes:
+            return (), ()
+        problems: list[str] = []
+        silent: list[int] = []
+        for b in sorted({*isr, *([leader] if leader >= 0 else [])}):
+            scrape = scrapes.get(b)
+            if scrape is None or scrape.fresh:
+                continue  # no endpoint to ask: unknown, not flagged
+            silent.append(b)
+            why = scrape.error or "no answer"
+            if b == leader:
+                problems.append(f"leader not answering: broker {b} ({why})")
+            else:
+                problems.append(f"broker {b} is in ZooKeeper's ISR but not answering ({why})")
+        scrape = scrapes.get(leader)
+        gauges = scrape.replicas.get(tp) if scrape is not None and scrape.fresh else None
+        if (
+            gauges is not None
+            and gauges.high_watermark is not None
+            and gauges.log_end_offset is not None
+            and gauges.high_watermark >= 0
+        ):
+            stuck = self._hw_stuck_for(
+                tp, gauges.high_watermark, gauges.log_end_offset, scrape.scraped_at or 0.0
+            )
+            if stuck is not None:
+                problems.append(
+                    f"HW stuck at {gauges.high_watermark} for {stuck:.0f} s while the "
+                    f"leader's log ends at {gauges.log_end_offset}: an ISR member is not "
+                    "fetching"
+                )
+        return tuple(problems), tuple(silent)
+
     def _partitions(
-        self, metadata: Any, errors: list[str], topic: str | None = None
+        self,
+        metadata: Any,
+        errors: list[str],
+        topic: str | None = None,
+        scrapes: dict[int, BrokerScrape] | None = None,
     ) -> tuple[list[Partition], set[int], dict[int, str], int | None, int | None]:
         """Every partition (of `topic`, or all), live broker ids, broker addresses, the
-        controller and its epoch."""
+        controller and its epoch; with `scrapes`, each partition's problems."""
         listed = [
             (name, p)
             for name, t in metadata.topics.items()
@@ -456,6 +555,7 @@ class Gatherer:
                 leader, leader_epoch, isr = zk_states[tp]
             replicas = list(p.replicas)
             minimum = min_isr.get(name, 1)
+            problems, silent = self._health((name, p.id), leader, isr, scrapes)
             partitions.append(
                 Partition(
                     topic=name,
@@ -468,6 +568,8 @@ class Gatherer:
                     offline=leader < 0 or leader not in live,
                     under_replicated=len(isr) < len(replicas),
                     under_min_isr=len(isr) < minimum,
+                    problems=problems,
+                    not_answering=silent,
                 )
             )
         partitions.sort(key=lambda x: (x.topic, x.partition))
@@ -476,36 +578,71 @@ class Gatherer:
     # --- pages -----------------------------------------------------------------------
 
     def cluster(self) -> ClusterView:
+        started = time.time()
         errors: list[str] = []
+        scraping = self._scrape_soon()
         metadata = self._metadata()
-        partitions, live, addresses, controller, epoch = self._partitions(metadata, errors)
+        scrapes = scraping.result()
+        partitions, live, addresses, controller, epoch = self._partitions(
+            metadata, errors, scrapes=scrapes
+        )
         known = set(self.sources.known_brokers) | set(live) | set(metadata.brokers)
         for p in partitions:
             known.update(p.replicas)
-        brokers = [
-            Broker(
-                id=b,
-                address=addresses.get(b),
-                alive=b in live,
-                controller=b == controller,
-                metrics_url=self.sources.metrics_urls.get(b),
+        brokers = []
+        for b in sorted(known):
+            scrape = scrapes.get(b)
+            brokers.append(
+                Broker(
+                    id=b,
+                    address=addresses.get(b),
+                    alive=b in live,
+                    controller=b == controller,
+                    metrics_url=self.sources.metrics_urls.get(b),
+                    answering=None if scrape is None else scrape.fresh,
+                    not_answering_why=None if scrape is None or scrape.fresh else scrape.error,
+                )
             )
-            for b in sorted(known)
-        ]
-        alerts = [
-            Alert("broker-down", f"broker {b.id}", "not registered in ZooKeeper / metadata")
-            for b in brokers
-            if not b.alive
-        ]
+        alerts = []
+        for b in brokers:
+            if not b.alive:
+                alerts.append(
+                    Alert(
+                        "broker-down",
+                        f"broker {b.id}",
+                        "not registered in ZooKeeper / metadata",
+                        brokers=(b.id,),
+                    )
+                )
+            elif b.answering is False:
+                alerts.append(
+                    Alert(
+                        "broker-not-answering",
+                        f"broker {b.id}",
+                        f"still registered in ZooKeeper, but not answering ({b.not_answering_why})",
+                        brokers=(b.id,),
+                    )
+                )
         for p in partitions:
+            missing = tuple(b for b in p.replicas if b not in p.isr)
             if p.offline:
-                alerts.append(Alert("offline", p.name, f"no live leader (leader {p.leader})"))
+                alerts.append(
+                    Alert(
+                        "offline",
+                        p.name,
+                        f"no live leader (leader {p.leader})",
+                        p.topic,
+                        (p.leader,) if p.leader >= 0 else (),
+                    )
+                )
             if p.under_replicated:
                 alerts.append(
                     Alert(
                         "under-replicated",
                         p.name,
                         f"ISR {_ids(p.isr)} of replicas {_ids(p.replicas)}",
+                        p.topic,
+                        missing,
                     )
                 )
             if p.under_min_isr:
@@ -514,8 +651,14 @@ class Gatherer:
                         "under-min-isr",
                         p.name,
                         f"ISR size {len(p.isr)} < min.insync.replicas {p.min_isr}",
+                        p.topic,
+                        missing,
                     )
                 )
+            for problem in p.problems:
+                kind = "hw-stuck" if problem.startswith("HW stuck") else "not-answering"
+                who = p.not_answering if kind == "not-answering" else ()
+                alerts.append(Alert(kind, p.name, problem, p.topic, who))
         if controller is None:
             alerts.append(Alert("no-controller", "controller", "no broker holds /controller"))
         alerts.extend(Alert("source", "data source", e) for e in errors)
@@ -526,7 +669,7 @@ class Gatherer:
             partitions=partitions,
             alerts=alerts,
             errors=errors,
-            taken_at=time.time(),
+            taken_at=started,
         )
 
     def topics(self) -> list[TopicRow]:
@@ -549,14 +692,21 @@ class Gatherer:
         ]
 
     def topic(self, topic: str) -> list[Partition]:
+        scraping = self._scrape_soon()
         metadata = self._metadata()
         if topic not in metadata.topics:
             raise NotFoundError(f"topic {topic!r} does not exist")
-        partitions, *_ = self._partitions(metadata, [], topic)
+        partitions, *_ = self._partitions(metadata, [], topic, scraping.result())
         return partitions
 
     def partition(self, topic: str, partition: int) -> PartitionView:
+        started = time.time()
         errors: list[str] = []
+        # Metrics and the leader's watermarks are asked at once, beside Metadata and
+        # ZooKeeper: a dead broker costs one timeout, not one per source.
+        scraping = self._scrape_soon()
+        offsets_errors: list[str] = []
+        watermarks = self._pool.submit(self._watermarks, [(topic, partition)], offsets_errors)
         metadata = self._metadata()
         if topic not in metadata.topics:
             raise NotFoundError(f"topic {topic!r} does not exist")
@@ -565,20 +715,26 @@ class Gatherer:
             raise NotFoundError(
                 f"topic {topic!r} has no partition {partition} (it has {count}: 0..{count - 1})"
             )
-        partitions, live, *_ = self._partitions(metadata, errors, topic)
+        scrapes = scraping.result()
+        partitions, live, *_ = self._partitions(metadata, errors, topic, scrapes)
         [p] = [x for x in partitions if x.partition == partition]
-        low, high = self._watermarks([(topic, partition)], errors).get(
-            (topic, partition), (None, None)
-        )
-        scrapes = self.scraper.scrape(p.replicas)
+        low, high = watermarks.result().get((topic, partition), (None, None))
+        watermarks_at = time.time()
+        errors.extend(offsets_errors)
+        unknown = None
+        if high is None or low is None:
+            unknown = "; ".join(offsets_errors) or "the leader did not give them"
         replicas = [self._replica(b, p, live, scrapes.get(b)) for b in p.replicas]
+        replicas = _with_distance(replicas)
         return PartitionView(
             partition=p,
             high_watermark=high,
             log_start_offset=low,
             replicas=replicas,
             errors=errors,
-            taken_at=time.time(),
+            taken_at=started,
+            watermarks_at=watermarks_at if unknown is None else None,
+            watermarks_unknown=unknown,
         )
 
     def _replica(
@@ -586,6 +742,7 @@ class Gatherer:
     ) -> Replica:
         error: str | None = None
         gauges = None
+        notes: list[str] = []
         if scrape is None:
             error = "no metrics URL for this broker (use --data-dir or --metrics-url)"
         else:
@@ -597,15 +754,38 @@ class Gatherer:
                     error = f"last seen {seen}; now {error}"
             elif gauges is None:
                 error = "the broker reports no replica of this partition"
+        answering = None if scrape is None else scrape.fresh
+        problems = []
+        if answering is False and broker in p.isr:
+            problems.append(
+                "leader not answering"
+                if broker == p.leader
+                else "in ZooKeeper's ISR but not answering"
+            )
+        elif answering is False and broker == p.leader:
+            problems.append("leader not answering")
+        problems.extend(x for x in p.problems if x.startswith("HW stuck") and broker == p.leader)
+        if gauges is not None:
+            start = _offset(gauges.log_start_offset, "log start", notes)
+            end = _offset(gauges.log_end_offset, "LEO", notes)
+            hw = _offset(gauges.high_watermark, "HW", notes)
+        else:
+            start = end = hw = None
+        if notes:
+            error = "; ".join([*([error] if error else []), *notes])
         return Replica(
             broker=broker,
             alive=broker in live,
             leader=broker == p.leader,
             in_isr=broker in p.isr,
-            log_start_offset=gauges.log_start_offset if gauges else None,
-            log_end_offset=gauges.log_end_offset if gauges else None,
-            high_watermark=gauges.high_watermark if gauges else None,
+            log_start_offset=start,
+            log_end_offset=end,
+            high_watermark=hw,
             error=error,
+            answering=answering,
+            gathered_at=scrape.scraped_at if scrape is not None and gauges is not None else None,
+            fresh=bool(scrape is not None and scrape.fresh and gauges is not None),
+            problems=tuple(problems),
         )
 
     def _watermarks(
@@ -632,7 +812,18 @@ class Gatherer:
             return {tp: (None, None) for tp in wanted}
         for name, found in failed.items():
             errors.extend(f"{name} offset of {tp}: {why}" for tp, why in sorted(found.items()))
-        return {(tp.topic, tp.partition): (earliest.get(tp), latest.get(tp)) for tp in asked}
+        out = {}
+        for tp in asked:
+            # A negative answer is a "no offset" sentinel, never an offset to show.
+            low, high = earliest.get(tp), latest.get(tp)
+            for name, value in (("earliest", low), ("latest", high)):
+                if value is not None and value < 0:
+                    errors.append(f"{name} offset of {tp}: the leader answered {value}")
+            out[(tp.topic, tp.partition)] = (
+                low if low is not None and low >= 0 else None,
+                high if high is not None and high >= 0 else None,
+            )
+        return out
 
     def groups(self) -> GroupsView:
         errors: list[str] = []
@@ -770,6 +961,45 @@ class Gatherer:
             errors=errors,
             taken_at=time.time(),
         )
+
+
+def _offset(value: int | None, what: str, notes: list[str]) -> int | None:
+    """An offset, or None (with the reason in `notes`) for a negative sentinel such as
+    -1001 (a client library's "invalid offset") or -1."""
+    if value is None or value >= 0:
+        return value
+    notes.append(f"{what} unknown (the broker reported {value}, not an offset)")
+    return None
+
+
+def _with_distance(replicas: list[Replica]) -> list[Replica]:
+    """Each follower's distance behind the leader, only from two fresh numbers of the
+    same moment; otherwise the reason it is unknown."""
+    leader = next((r for r in replicas if r.leader), None)
+    out = []
+    for r in replicas:
+        if r.leader:
+            out.append(r)
+            continue
+        if leader is None:
+            out.append(replace(r, behind_unknown="no leader"))
+        elif not (leader.fresh and leader.log_end_offset is not None):
+            out.append(replace(r, behind_unknown=f"no current LEO from leader {leader.broker}"))
+        elif not (r.fresh and r.log_end_offset is not None):
+            out.append(replace(r, behind_unknown="no current LEO from this replica"))
+        elif r.log_end_offset > leader.log_end_offset:
+            out.append(
+                replace(
+                    r,
+                    behind_unknown=(
+                        f"its LEO {r.log_end_offset} is past the leader's "
+                        f"{leader.log_end_offset}: it truncates on its next fetch"
+                    ),
+                )
+            )
+        else:
+            out.append(replace(r, behind=leader.log_end_offset - r.log_end_offset))
+    return out
 
 
 def _state_name(state: Any) -> str:

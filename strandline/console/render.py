@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode
 
 from strandline import state_change_log as scl
 from strandline.console.gather import (
+    Broker,
     ClusterView,
     GroupsView,
     Partition,
@@ -68,6 +69,10 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .replica.isr .log { background: #2e7d32; }
 .replica.out .log { background: #d08a16; }
 .replica.down .log { background: #c4c9cf; }
+.log.stale { background-image: repeating-linear-gradient(45deg, transparent 0 4px,
+  rgba(255,255,255,.6) 4px 8px); }
+.replica.isr .log.stale { background-color: #c4c9cf; }
+ul.errors { list-style: none; }
 .mark { position: absolute; top: -4px; bottom: -4px; width: 0; }
 .mark.hw { border-left: 3px solid #1565c0; }
 .mark.own { border-left: 2px dashed #0d1b2a; top: 0; bottom: 0; }
@@ -160,7 +165,26 @@ def _errors(errors: list[str]) -> str:
 
 
 def _updated(ts: float) -> str:
-    return f'<p class="muted small">updated {_clock(ts)}</p>'
+    # The moment gathering started: nothing on the page is older, bar what says so.
+    return f'<p class="muted small" id="taken-at" data-value="{ts:.3f}">as of {_clock(ts)}</p>'
+
+
+def _age(ts: float | None, now: float) -> str:
+    """When a value was read, and how long before the page's moment."""
+    if ts is None:
+        return ""
+    ago = max(now - ts, 0.0)
+    return (
+        f'<span class="age small muted" data-at="{ts:.3f}">'
+        f"read {_clock(ts)} ({ago:.0f} s ago)</span>"
+    )
+
+
+def _unknown(why: str) -> str:
+    return (
+        f'<span class="unknown warn" title="{_e(why)}">unknown</span> '
+        f'<span class="muted small">({_e(why)})</span>'
+    )
 
 
 # --- cluster -------------------------------------------------------------------------
@@ -185,9 +209,10 @@ def cluster_fragment(view: ClusterView) -> str:
     )
     brokers = "".join(
         f'<tr data-broker="{b.id}" data-alive="{str(b.alive).lower()}"'
-        f"{' class=alarm' if not b.alive else ''}>"
-        f'<td class="num">{b.id}</td><td>{_opt(b.address)}</td>'
-        f"<td>{'<span class=ok>up</span>' if b.alive else '<span class=bad>down</span>'}</td>"
+        f' data-answering="{"" if b.answering is None else str(b.answering).lower()}"'
+        f"{' class=alarm' if not b.alive or b.answering is False else ''}>"
+        f'<td class="num"><a href="/brokers/{b.id}">{b.id}</a></td><td>{_opt(b.address)}</td>'
+        f"<td>{_broker_state(b)}</td>"
         f"<td>{'controller' if b.controller else ''}</td>"
         f"<td>{_metrics_link(b.metrics_url)}</td></tr>"
         for b in view.brokers
@@ -214,6 +239,17 @@ def cluster_fragment(view: ClusterView) -> str:
         + f"<th>metrics</th></tr>{brokers}</table>"
         + _updated(view.taken_at)
     )
+
+
+def _broker_state(b: Broker) -> str:
+    if not b.alive:
+        return "<span class=bad>down</span>"
+    if b.answering is False:
+        return (
+            f'<span class=bad title="{_e(b.not_answering_why or "")}">not answering</span> '
+            '<span class="muted small">(still registered in ZooKeeper)</span>'
+        )
+    return "<span class=ok>up</span>"
 
 
 def _alert_class(kind: str) -> str:
@@ -270,6 +306,18 @@ def topic_fragment(partitions: list[Partition]) -> str:
 
 def _status(p: Partition) -> str:
     tags = []
+    if p.problems:
+        titles = "; ".join(p.problems)
+        label = (
+            "leader not answering"
+            if any(x.startswith("leader not answering") for x in p.problems)
+            else (
+                "HW stuck"
+                if all(x.startswith("HW stuck") for x in p.problems)
+                else "ISR member not answering"
+            )
+        )
+        tags.append(f'<span class="badge bad problem" title="{_e(titles)}">{_e(label)}</span>')
     if p.offline:
         tags.append('<span class="badge bad">offline</span>')
     if p.under_replicated:
@@ -289,36 +337,47 @@ def _pct(value: int, scale: int) -> str:
 def partition_fragment(view: PartitionView) -> str:
     p = view.partition
     hw = view.high_watermark
+    now = view.taken_at
     known = [r.log_end_offset for r in view.replicas if r.log_end_offset is not None]
     known += [r.high_watermark for r in view.replicas if r.high_watermark is not None]
     # Headroom past the longest log, so a leader ahead of the HW is not drawn at the edge.
     scale = max(int(max([*known, hw or 0, 1]) * 1.08), 1)
+    why = view.watermarks_unknown or "the leader did not answer"
+    hw_text = _opt(hw) if hw is not None else _unknown(why)
+    start_text = _opt(view.log_start_offset) if view.log_start_offset is not None else _unknown(why)
+    problems = "".join(f'<li class="problem">{_e(x)}</li>' for x in p.problems)
     headline = (
         f'<p class="headline">HW <b id="hw" data-value="{"" if hw is None else hw}">'
-        f"{_opt(hw)}</b> \u00b7 log start {_opt(view.log_start_offset)} \u00b7 leader "
-        f'<b id="leader" data-value="{p.leader}">'
-        f"{p.leader if p.leader >= 0 else 'none'}</b> \u00b7 leader epoch {_opt(p.leader_epoch)}"
-        f' \u00b7 ISR <span id="isr" data-value="{_ids(p.isr)}">{_ids(p.isr)}</span>'
-        f" of replicas {_ids(p.replicas)} \u00b7 min ISR {p.min_isr} {_status(p)}</p>"
+        f"{hw_text}</b> {_age(view.watermarks_at, now)} · log start {start_text} · "
+        f'leader <b id="leader" data-value="{p.leader}">'
+        f"{p.leader if p.leader >= 0 else 'none'}</b> · leader epoch {_opt(p.leader_epoch)}"
+        f' · ISR <span id="isr" data-value="{_ids(p.isr)}">{_ids(p.isr)}</span>'
+        f" (ZooKeeper) of replicas {_ids(p.replicas)} · min ISR {p.min_isr} "
+        f'<span id="status">{_status(p)}</span></p>'
+        + (f'<ul class="errors" id="problems">{problems}</ul>' if problems else "")
     )
     rows = []
     for r in view.replicas:
-        state = "down" if not r.alive else ("isr" if r.in_isr else "out")
+        state = "down" if not r.alive or r.answering is False else ("isr" if r.in_isr else "out")
         tags = []
         if r.leader:
             tags.append('<span class="badge">leader</span>')
-        tags.append(
-            '<span class="badge ok">ISR</span>'
-            if r.in_isr
-            else '<span class="badge warn">not in ISR</span>'
-        )
+        if r.in_isr and r.problems:
+            tags.append('<span class="badge bad">ISR (ZooKeeper), not answering</span>')
+        elif r.in_isr:
+            tags.append('<span class="badge ok">ISR</span>')
+        else:
+            tags.append('<span class="badge warn">not in ISR</span>')
         if not r.alive:
             tags.append('<span class="badge bad">down</span>')
+        elif r.answering is False:
+            tags.append('<span class="badge bad">not answering</span>')
+        stale = "" if r.fresh else " stale"
         bar = ""
         if r.log_end_offset is not None:
             start = r.log_start_offset or 0
             bar = (
-                f'<div class="log" style="left:{_pct(start, scale)};'
+                f'<div class="log{stale}" style="left:{_pct(start, scale)};'
                 f'width:{_pct(max(r.log_end_offset - start, 0), scale)}"></div>'
             )
         own = ""
@@ -334,29 +393,32 @@ def partition_fragment(view: PartitionView) -> str:
         )
         if r.log_end_offset is not None:
             behind = ""
-            leader_leo = next(
-                (
-                    x.log_end_offset
-                    for x in view.replicas
-                    if x.leader and x.log_end_offset is not None
-                ),
-                None,
-            )
-            if not r.leader and leader_leo is not None:
-                behind = f" \u00b7 {leader_leo - r.log_end_offset} behind the leader"
+            if not r.leader:
+                behind = (
+                    f' · <span class="behind" data-value="{r.behind}">{r.behind} behind '
+                    "the leader</span>"
+                    if r.behind is not None
+                    else f" · behind the leader: {_unknown(r.behind_unknown or '?')}"
+                )
+            own_hw = _opt(r.high_watermark) if r.high_watermark is not None else "unknown"
             nums = (
-                f'LEO <b class="leo">{r.log_end_offset}</b> \u00b7 HW '
-                f'<span class="own-hw">{_opt(r.high_watermark)}</span>{behind}'
+                f'LEO <b class="leo">{r.log_end_offset}</b> · HW '
+                f'<span class="own-hw">{own_hw}</span>{behind}'
+                f"<br>{_age(r.gathered_at, now)}"
             )
+            if not r.fresh:
+                nums += ' <span class="badge warn">old</span>'
             if r.error:
                 nums += f'<br><span class="muted small">{_e(r.error)}</span>'
         else:
-            nums = f'<span class="muted small">{_e(r.error or "no data")}</span>'
+            nums = _unknown(r.error or "no data")
         rows.append(
             f'<div class="replica {state}" data-broker="{r.broker}" '
             f'data-leo="{"" if r.log_end_offset is None else r.log_end_offset}" '
             f'data-hw="{"" if r.high_watermark is None else r.high_watermark}" '
-            f'data-isr="{str(r.in_isr).lower()}">'
+            f'data-isr="{str(r.in_isr).lower()}" '
+            f'data-answering="{"" if r.answering is None else str(r.answering).lower()}" '
+            f'data-fresh="{str(r.fresh).lower()}" data-problems="{_e("; ".join(r.problems))}">'
             f"<div>broker {r.broker} {''.join(tags)}</div>"
             f'<div class="track">{bar}{cluster_hw}{own}</div><div>{nums}</div></div>'
         )
@@ -364,15 +426,18 @@ def partition_fragment(view: PartitionView) -> str:
         '<p class="legend small">'
         '<span><i class="swatch" style="background:#2e7d32"></i>log, replica in ISR</span>'
         '<span><i class="swatch" style="background:#d08a16"></i>log, out of ISR</span>'
-        '<span><i class="swatch" style="background:#c4c9cf"></i>broker down</span>'
+        '<span><i class="swatch" style="background:#c4c9cf"></i>broker down or not '
+        "answering</span>"
         '<span><i class="swatch" style="border-left:3px solid #1565c0"></i>'
         "HW (leader, over the protocol)</span>"
         '<span><i class="swatch" style="border-left:2px dashed #0d1b2a"></i>'
-        "HW as the replica knows it</span> bars run from log start to LEO</p>"
+        "HW as the replica knows it</span> bars run from log start to LEO; hatched: "
+        "the last numbers read, not current</p>"
     )
     timeline = (
         f'<p><a href="/timeline?{urlencode({"topic": p.topic, "partition": p.partition})}">'
-        "state changes of this partition \u2192</a></p>"
+        "state changes of this partition →</a> · "
+        f'<a href="{partition_href(p.topic, p.partition)}/messages">messages →</a></p>'
     )
     return (
         _errors(view.errors)

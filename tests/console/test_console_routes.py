@@ -218,3 +218,73 @@ def test_bad_input_is_one_clear_line(cluster_factory: ClusterFactory, tmp_path: 
         with urllib.request.urlopen(url, timeout=10) as answer:
             body = answer.read().decode()
         assert 'data-broker="1"' in body
+
+
+def test_a_dead_leader_is_flagged_before_zookeeper_notices(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """The longest session the test ZooKeeper allows (4 s): for that long the state znode
+    still names the SIGKILLed leader and its ISR. The console must not show it green, must
+    show no sentinel as a number, and must answer promptly throughout."""
+    cluster = cluster_factory(brokers=3, zookeeper_session_timeout_ms=4000)
+    create_topic(cluster, "orders", partitions=1, rf=3)
+    _produce(cluster, "orders", 0, RECORDS)
+    gatherer = Gatherer(resolve(None, None, cluster.data_dir)).start()
+    try:
+        with TestClient(create_app(gatherer)) as http:
+            first = wait_until(
+                "every replica of orders-0 fresh and caught up",
+                lambda: (
+                    (v := http.get("/api/topics/orders/0").json())
+                    and all(r["fresh"] and r["log_end_offset"] == RECORDS for r in v["replicas"])
+                    and v
+                ),
+                timeout_s=20,
+            )
+            assert first["partition"]["problems"] == []
+            assert all(r["behind"] == 0 for r in first["replicas"] if not r["leader"])
+            leader = first["partition"]["leader"]
+            cluster.kill(leader, "KILL")
+            killed_at = time.time()
+            flagged_in: float | None = None
+            seen_in_isr = False
+            slowest = 0.0
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                asked = time.monotonic()
+                view = http.get("/api/topics/orders/0").json()
+                slowest = max(slowest, time.monotonic() - asked)
+                assert view["taken_at"] >= killed_at  # stamped with when it was gathered
+                for r in view["replicas"]:
+                    for key in ("log_start_offset", "log_end_offset", "high_watermark", "behind"):
+                        assert r[key] is None or r[key] >= 0, (key, r)
+                    if r["broker"] != leader:
+                        continue
+                    assert r["answering"] is False and not r["fresh"], r
+                    if r["in_isr"]:
+                        seen_in_isr = True
+                        # In ZooKeeper's ISR, but never shown as a healthy member.
+                        assert r["problems"], r
+                p = view["partition"]
+                for key in ("high_watermark", "log_start_offset"):
+                    assert view[key] is None or view[key] >= 0
+                if p["leader"] == leader:
+                    assert any("leader not answering" in x for x in p["problems"]), p
+                    flagged_in = flagged_in or time.time() - killed_at
+                if p["leader"] not in (leader, -1) and leader not in p["isr"]:
+                    break
+            else:
+                raise AssertionError("the controller never moved the leadership")
+            print(
+                f"dead leader in ZooKeeper's ISR seen: {seen_in_isr}; flagged "
+                f"{flagged_in if flagged_in is None else round(flagged_in, 2)} s after the "
+                f"kill; slowest answer {slowest:.2f} s"
+            )
+            assert slowest < 5.0
+            cluster_view = http.get("/api/cluster").json()
+            [dead] = [b for b in cluster_view["brokers"] if b["id"] == leader]
+            assert dead["answering"] is False
+            page = http.get("/topics/orders/0").text
+            assert "-1001" not in page and "-1 " not in page
+    finally:
+        gatherer.close()
