@@ -508,7 +508,8 @@ class Gatherer:
         scrape = scrapes.get(leader)
         gauges = scrape.replicas.get(tp) if scrape is not None and scrape.fresh else None
         if (
-            gauges is not None
+            scrape is not None
+            and gauges is not None
             and gauges.high_watermark is not None
             and gauges.log_end_offset is not None
             and gauges.high_watermark >= 0
@@ -590,15 +591,15 @@ class Gatherer:
         for p in partitions:
             known.update(p.replicas)
         brokers = []
-        for b in sorted(known):
-            scrape = scrapes.get(b)
+        for broker_id in sorted(known):
+            scrape = scrapes.get(broker_id)
             brokers.append(
                 Broker(
-                    id=b,
-                    address=addresses.get(b),
-                    alive=b in live,
-                    controller=b == controller,
-                    metrics_url=self.sources.metrics_urls.get(b),
+                    id=broker_id,
+                    address=addresses.get(broker_id),
+                    alive=broker_id in live,
+                    controller=broker_id == controller,
+                    metrics_url=self.sources.metrics_urls.get(broker_id),
                     answering=None if scrape is None else scrape.fresh,
                     not_answering_why=None if scrape is None or scrape.fresh else scrape.error,
                 )
