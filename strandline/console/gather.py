@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
@@ -112,6 +112,19 @@ class Alert:
     brokers: tuple[int, ...] = ()  # the brokers the alert is about
 
 
+@dataclass(frozen=True)
+class AlertGroup:
+    """Alerts of one kind, one topic and the same brokers: one row however many
+    partitions (a dead broker makes every partition it hosts under-replicated)."""
+
+    kind: str
+    topic: str | None
+    brokers: tuple[int, ...]
+    count: int
+    subjects: tuple[str, ...]  # every partition (or broker, or source) in the group
+    detail: str  # the first one's
+
+
 @dataclass
 class ClusterView:
     brokers: list[Broker]
@@ -121,6 +134,42 @@ class ClusterView:
     alerts: list[Alert]
     errors: list[str]
     taken_at: float  # when gathering started: nothing shown is older, bar what says so
+    alert_groups: list[AlertGroup] = field(default_factory=list)
+    # broker -> how many partitions each alert kind names it in
+    alerts_by_broker: dict[int, dict[str, int]] = field(default_factory=dict)
+
+
+KIND_ORDER = (
+    "no-controller",
+    "broker-down",
+    "broker-not-answering",
+    "offline",
+    "under-min-isr",
+    "not-answering",
+    "hw-stuck",
+    "under-replicated",
+    "source",
+)
+
+
+def group_alerts(alerts: list[Alert]) -> tuple[list[AlertGroup], dict[int, dict[str, int]]]:
+    grouped: dict[tuple[str, str | None, tuple[int, ...]], list[Alert]] = {}
+    by_broker: dict[int, dict[str, int]] = {}
+    for a in alerts:
+        grouped.setdefault((a.kind, a.topic, a.brokers), []).append(a)
+        if a.topic is not None:
+            for b in a.brokers:
+                kinds = by_broker.setdefault(b, {})
+                kinds[a.kind] = kinds.get(a.kind, 0) + 1
+    groups = [
+        AlertGroup(
+            kind, topic, brokers, len(items), tuple(a.subject for a in items), items[0].detail
+        )
+        for (kind, topic, brokers), items in grouped.items()
+    ]
+    rank = {k: i for i, k in enumerate(KIND_ORDER)}
+    groups.sort(key=lambda g: (rank.get(g.kind, len(rank)), g.topic or "", g.brokers))
+    return groups, dict(sorted(by_broker.items()))
 
 
 @dataclass(frozen=True)
@@ -663,6 +712,7 @@ class Gatherer:
         if controller is None:
             alerts.append(Alert("no-controller", "controller", "no broker holds /controller"))
         alerts.extend(Alert("source", "data source", e) for e in errors)
+        groups, by_broker = group_alerts(alerts)
         return ClusterView(
             brokers=brokers,
             controller=controller,
@@ -671,6 +721,8 @@ class Gatherer:
             alerts=alerts,
             errors=errors,
             taken_at=started,
+            alert_groups=groups,
+            alerts_by_broker=by_broker,
         )
 
     def topics(self) -> list[TopicRow]:

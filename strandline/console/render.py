@@ -217,19 +217,7 @@ def cluster_fragment(view: ClusterView) -> str:
         f"<td>{_metrics_link(b.metrics_url)}</td></tr>"
         for b in view.brokers
     )
-    if view.alerts:
-        alert_rows = "".join(
-            f'<tr class="alarm alert" data-kind="{_e(a.kind)}" data-subject="{_e(a.subject)}">'
-            f'<td><span class="badge {_alert_class(a.kind)}">{_e(a.kind)}</span></td>'
-            f"<td>{_alert_subject(a.subject)}</td><td>{_e(a.detail)}</td></tr>"
-            for a in view.alerts
-        )
-        alerts = (
-            f'<table id="alerts"><tr><th>alert</th><th>what</th><th>detail</th></tr>'
-            f"{alert_rows}</table>"
-        )
-    else:
-        alerts = '<p id="alerts" class="ok">No alerts: every partition fully replicated.</p>'
+    alerts = _alert_groups(view)
     return (
         summary
         + "<h2>Alerts</h2>"
@@ -238,6 +226,51 @@ def cluster_fragment(view: ClusterView) -> str:
         + '<table id="brokers"><tr><th>id</th><th>address</th><th>state</th><th>role</th>'
         + f"<th>metrics</th></tr>{brokers}</table>"
         + _updated(view.taken_at)
+    )
+
+
+SUBJECTS_SHOWN = 8
+
+
+def _alert_groups(view: ClusterView) -> str:
+    if not view.alert_groups:
+        return '<p id="alerts" class="ok">No alerts: every partition fully replicated.</p>'
+    rows = []
+    for g in view.alert_groups:
+        shown = ", ".join(_alert_subject(x) for x in g.subjects[:SUBJECTS_SHOWN])
+        more = len(g.subjects) - SUBJECTS_SHOWN
+        if more > 0:
+            shown += f" and {more} more"
+        topic = f'<a href="{topic_href(g.topic)}">{_e(g.topic)}</a>' if g.topic else DASH
+        brokers = (
+            ", ".join(f'<a href="/brokers/{b}">{b}</a>' for b in g.brokers) if g.brokers else DASH
+        )
+        rows.append(
+            f'<tr class="alarm alert-group" data-kind="{_e(g.kind)}" '
+            f'data-topic="{_e(g.topic or "")}" data-brokers="{_ids(g.brokers)}" '
+            f'data-count="{g.count}" data-subjects="{_e(" ".join(g.subjects))}">'
+            f'<td><span class="badge {_alert_class(g.kind)}">{_e(g.kind)}</span></td>'
+            f"<td>{topic}</td><td>{brokers}</td>"
+            f'<td class="num count">{g.count}</td><td>{_e(g.detail)}'
+            f'<br><span class="small">{shown}</span></td></tr>'
+        )
+    by_broker = "".join(
+        f'<tr data-broker="{b}"><td><a href="/brokers/{b}">broker {b}</a></td><td>'
+        + ", ".join(f"{n} {_e(kind)}" for kind, n in kinds.items())
+        + "</td></tr>"
+        for b, kinds in view.alerts_by_broker.items()
+    )
+    broker_table = (
+        '<table id="alerts-by-broker"><tr><th>broker</th><th>partitions it is named in</th></tr>'
+        f"{by_broker}</table>"
+        if by_broker
+        else ""
+    )
+    return (
+        f'<p class="small muted">{len(view.alerts)} alerts in {len(view.alert_groups)} '
+        "groups (kind, topic, brokers)</p>"
+        '<table id="alerts"><tr><th>alert</th><th>topic</th><th>brokers</th><th>count</th>'
+        f"<th>detail and partitions</th></tr>{''.join(rows)}</table>" + broker_table
     )
 
 

@@ -128,16 +128,20 @@ def test_partition_page_live_hw_and_urp_after_kill(
 
             browser.get(url)
             assert _dom(browser, "#alerts", "id") == "alerts"
-            urp_alerts = '.alert[data-kind="under-replicated"]'
+            urp_alerts = '.alert-group[data-kind="under-replicated"]'
             assert not browser.find_elements(By.CSS_SELECTOR, urp_alerts)
             cluster.kill(3, "KILL")
             killed_at = time.monotonic()
             wait_until(
                 "the cluster page to list orders-0 as under-replicated",
-                lambda: _dom(
-                    browser,
-                    '.alert[data-kind="under-replicated"][data-subject="orders-0"]',
-                    "data-subject",
+                lambda: (
+                    _dom(
+                        browser,
+                        '.alert-group[data-kind="under-replicated"][data-topic="orders"]'
+                        '[data-brokers="3"]',
+                        "data-count",
+                    )
+                    == "1"
                 ),
                 timeout_s=URP_WITHIN_S,
             )

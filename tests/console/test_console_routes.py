@@ -20,7 +20,14 @@ from starlette.testclient import TestClient
 
 from strandline.console import render
 from strandline.console.app import create_app
-from strandline.console.gather import Gatherer, Reassignment, ReassignmentsView
+from strandline.console.gather import (
+    Alert,
+    ClusterView,
+    Gatherer,
+    Reassignment,
+    ReassignmentsView,
+    group_alerts,
+)
 from strandline.console.sources import resolve
 from strandline.coordination.zookeeper_server import free_port
 from strandline.launcher.local_cluster import LocalCluster
@@ -165,10 +172,35 @@ def test_pages_and_json_against_a_real_cluster(
         timeout_s=20,
     )
     assert [b["alive"] for b in view["brokers"]] == [True, True, False]
+    grouped = {(g["kind"], g["topic"]): g for g in view["alert_groups"]}
+    orders_urp = grouped[("under-replicated", "orders")]
+    assert (orders_urp["count"], orders_urp["brokers"]) == (2, [3])
+    assert orders_urp["subjects"] == ["orders-0", "orders-1"]
+    assert view["alerts_by_broker"]["3"]["under-replicated"] >= 2
     [dead] = [r for r in http.get("/api/topics/orders/0").json()["replicas"] if r["broker"] == 3]
     assert not dead["alive"] and not dead["in_isr"]
     assert dead["log_end_offset"] == RECORDS  # from the last scrape that worked
     assert "last seen" in (dead["error"] or "")
+
+
+def test_alerts_are_grouped_by_kind_topic_and_brokers() -> None:
+    """110 partitions under-replicated by one dead broker: one row with a count."""
+    alerts = [
+        Alert("under-replicated", f"orders-{i}", "ISR [1,2]", "orders", (3,)) for i in range(110)
+    ]
+    alerts += [Alert("under-replicated", "audit-0", "ISR [2,3]", "audit", (1,))]
+    alerts += [Alert("broker-down", "broker 3", "not registered", brokers=(3,))]
+    groups, by_broker = group_alerts(alerts)
+    assert [(g.kind, g.topic, g.brokers, g.count) for g in groups] == [
+        ("broker-down", None, (3,), 1),
+        ("under-replicated", "audit", (1,), 1),
+        ("under-replicated", "orders", (3,), 110),
+    ]
+    assert by_broker == {1: {"under-replicated": 1}, 3: {"under-replicated": 110}}
+    view = ClusterView([], 1, 1, [], alerts, [], time.time(), groups, by_broker)
+    html = render.cluster_fragment(view)
+    assert html.count('class="alarm alert-group"') == 3
+    assert 'data-count="110"' in html and "and 102 more" in html
 
 
 def test_reassignment_rendering() -> None:
