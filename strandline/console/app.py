@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from strandline.console import render
-from strandline.console.gather import Gatherer
+from strandline.console.gather import Gatherer, TimelineFilter
 from strandline.console.sources import ConsoleError, NotFoundError
 
 # The state-change timeline rereads every broker's log: not every second.
@@ -47,12 +47,22 @@ def _partition_number(request: Request) -> int:
     return int(request.path_params["partition"])
 
 
-def _timeline_filter(request: Request) -> tuple[str | None, int | None]:
-    topic = request.query_params.get("topic", "").strip() or None
-    text = request.query_params.get("partition", "").strip()
+def _number(request: Request, name: str) -> int | None:
+    text = request.query_params.get(name, "").strip()
     if text and not text.isdigit():
-        raise NotFoundError(f"partition must be a number, got {text!r}")
-    return topic, int(text) if text else None
+        raise NotFoundError(f"{name} must be a number, got {text!r}")
+    return int(text) if text else None
+
+
+def _timeline_filter(request: Request) -> TimelineFilter:
+    q = request.query_params
+    return TimelineFilter(
+        topic=q.get("topic", "").strip() or None,
+        partition=_number(request, "partition"),
+        broker=_number(request, "broker"),
+        event=q.get("event", "").strip() or None,
+        internal=q.get("internal", "") in ("1", "true", "on", "yes"),
+    )
 
 
 VIEWS: dict[str, View] = {
@@ -84,10 +94,10 @@ VIEWS: dict[str, View] = {
     "timeline": View(
         "timeline",
         lambda r: "State changes",
-        lambda g, r: g.timeline(*_timeline_filter(r)),
+        lambda g, r: g.timeline(_timeline_filter(r)),
         render.timeline_fragment,
         every_ms=TIMELINE_REFRESH_MS,
-        above=lambda r: render.timeline_form(*_timeline_filter(r)),
+        above=lambda r: render.timeline_form(_timeline_filter(r)),
     ),
 }
 

@@ -269,6 +269,25 @@ class ReassignmentsView:
     taken_at: float
 
 
+@dataclass(frozen=True)
+class TimelineFilter:
+    topic: str | None = None
+    partition: int | None = None
+    broker: int | None = None
+    event: str | None = None
+    # internal topics (__consumer_offsets, __transaction_state) are hidden unless asked
+    # for: their epoch checks would bury everything else
+    internal: bool = False
+
+    def query(self, **changes: Any) -> dict[str, str]:
+        """The URL query of this filter with `changes` applied."""
+        fields = {**self.__dict__, **changes}
+        out = {k: str(v) for k, v in fields.items() if v is not None and k != "internal"}
+        if fields["internal"]:
+            out["internal"] = "1"
+        return out
+
+
 @dataclass
 class TimelineView:
     entries: list[dict[str, Any]]  # newest last, as the brokers wrote them
@@ -278,6 +297,10 @@ class TimelineView:
     partition: int | None
     errors: list[str]
     taken_at: float
+    filter: TimelineFilter = field(default_factory=TimelineFilter)
+    # event kind -> entries of it passing every filter but the kind's own
+    kinds: dict[str, int] = field(default_factory=dict)
+    hidden_internal: int = 0  # entries left out as internal topics'
 
 
 # --- helpers -------------------------------------------------------------------------
@@ -986,15 +1009,27 @@ class Gatherer:
             )
         return ReassignmentsView(rows, True, errors, time.time())
 
-    def timeline(self, topic: str | None, partition: int | None) -> TimelineView:
+    def timeline(self, wanted: TimelineFilter | None = None) -> TimelineView:
+        f = wanted or TimelineFilter()
         errors: list[str] = []
         data_dir = self.sources.data_dir
         if data_dir is None:
             return TimelineView(
-                [], 0, [], topic, partition, ["no --data-dir: state-change logs unknown"], 0.0
+                [],
+                0,
+                [],
+                f.topic,
+                f.partition,
+                ["no --data-dir: state-change logs unknown"],
+                0.0,
+                f,
             )
+        started = time.time()
         paths = scl.find_logs(data_dir)
         logs = []
+        kinds: dict[str, int] = {}
+        hidden = 0
+        asked_internal = f.internal or (f.topic is not None and _internal(f.topic))
         for source, path in enumerate(paths):
             try:
                 entries, skipped = scl.read_log(path, source)
@@ -1003,17 +1038,37 @@ class Gatherer:
                 continue
             if skipped is not None:
                 errors.append(skipped.describe())
-            logs.append([e for e in entries if scl.matches(e, topic=topic, partition=partition)])
+            kept = []
+            for e in entries:
+                if not scl.matches(e, topic=f.topic, partition=f.partition):
+                    continue
+                if f.broker is not None and e.broker != f.broker:
+                    continue
+                if not asked_internal and _internal(str(e.fields.get("topic") or "")):
+                    hidden += 1
+                    continue
+                event = str(e.fields.get("event", "?"))
+                kinds[event] = kinds.get(event, 0) + 1
+                if f.event is None or event == f.event:
+                    kept.append(e)
+            logs.append(kept)
         merged = scl.merge(logs)
         return TimelineView(
             entries=[e.fields for e in merged[-TIMELINE_LIMIT:]],
             total=len(merged),
             logs=[str(p) for p in paths],
-            topic=topic,
-            partition=partition,
+            topic=f.topic,
+            partition=f.partition,
             errors=errors,
-            taken_at=time.time(),
+            taken_at=started,
+            filter=f,
+            kinds=dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))),
+            hidden_internal=hidden,
         )
+
+
+def _internal(topic: str) -> bool:
+    return topic.startswith("__")
 
 
 def _offset(value: int | None, what: str, notes: list[str]) -> int | None:

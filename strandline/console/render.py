@@ -21,6 +21,7 @@ from strandline.console.gather import (
     Partition,
     PartitionView,
     ReassignmentsView,
+    TimelineFilter,
     TimelineView,
     TopicRow,
 )
@@ -571,28 +572,52 @@ def _reassign_progress(target: list[int], isr: list[int]) -> str:
 # --- timeline ------------------------------------------------------------------------
 
 
-def timeline_form(topic: str | None, partition: int | None) -> str:
+def timeline_form(f: TimelineFilter) -> str:
+    def box(name: str, value: object | None, size: int, numeric: bool = False) -> str:
+        mode = ' inputmode="numeric"' if numeric else ""
+        text = "" if value is None else value
+        return f'{name} <input name="{name}" value="{_e(text)}" size="{size}"{mode}> '
+
+    checked = " checked" if f.internal else ""
     return (
         '<form class="filter" method="get" action="/timeline">'
-        f'topic <input name="topic" value="{_e(topic or "")}" size="24"> '
-        f'partition <input name="partition" value="{"" if partition is None else partition}" '
-        'size="4" inputmode="numeric"> <button>filter</button> '
+        + box("topic", f.topic, 24)
+        + box("partition", f.partition, 4, True)
+        + box("broker", f.broker, 4, True)
+        + box("event", f.event, 18)
+        + f'<label><input type="checkbox" name="internal" value="1"{checked}> '
+        "internal topics</label> <button>filter</button> "
         '<a href="/timeline">all</a></form>'
     )
 
 
 def timeline_fragment(view: TimelineView) -> str:
+    f = view.filter
     rows = "".join(
-        f'<tr class="{"alarm" if _alarming(f) else ""}" data-event="{_e(f.get("event", "?"))}">'
-        f'<td class="small">{_e(f.get("ts", ""))}</td><td class="num">'
-        f"{_e(f.get('broker', '?'))}</td>"
-        f"<td>{_e(f.get('event', '?'))}</td><td>{_e(scl.where(f))}</td>"
-        f'<td class="small">{_e(scl.details(f))}</td></tr>'
-        for f in reversed(view.entries)
+        f'<tr class="{"alarm" if _alarming(x) else ""}" data-event="{_e(x.get("event", "?"))}"'
+        f' data-broker="{_e(x.get("broker", "?"))}" data-topic="{_e(x.get("topic") or "")}">'
+        f'<td class="small">{_e(x.get("ts", ""))}</td><td class="num">'
+        f"{_e(x.get('broker', '?'))}</td>"
+        f"<td>{_e(x.get('event', '?'))}</td><td>{_e(scl.where(x))}</td>"
+        f'<td class="small">{_e(scl.details(x))}</td></tr>'
+        for x in reversed(view.entries)
     )
     shown = len(view.entries)
     note = f"{view.total} entries from {len(view.logs)} broker log(s), newest first" + (
         f", the last {shown} shown" if shown < view.total else ""
+    )
+    hidden = ""
+    if view.hidden_internal:
+        hidden = (
+            f' · <a id="hidden-internal" data-value="{view.hidden_internal}" '
+            f'href="/timeline?{urlencode(f.query(internal=True))}">'
+            f"{view.hidden_internal} of internal topics hidden</a>"
+        )
+    kinds = " · ".join(
+        f'<a class="kind{" on" if kind == f.event else ""}" data-kind="{_e(kind)}" '
+        f'href="/timeline?{urlencode(f.query(event=None if kind == f.event else kind))}">'
+        f"{_e(kind)} ({n})</a>"
+        for kind, n in view.kinds.items()
     )
     table = (
         '<table id="timeline"><tr><th>time (UTC)</th><th>broker</th><th>event</th>'
@@ -600,7 +625,12 @@ def timeline_fragment(view: TimelineView) -> str:
         if rows
         else '<p class="muted">No matching state changes.</p>'
     )
-    return _errors(view.errors) + f'<p class="muted small">{_e(note)}</p>' + table
+    return (
+        _errors(view.errors)
+        + f'<p class="muted small">{_e(note)}{hidden}</p>'
+        + (f'<p class="small" id="kinds">events: {kinds}</p>' if kinds else "")
+        + table
+    )
 
 
 def _alarming(fields: dict[str, object]) -> bool:

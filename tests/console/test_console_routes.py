@@ -138,6 +138,23 @@ def test_pages_and_json_against_a_real_cluster(
     assert any(e["event"] == "become-leader" for e in timeline["entries"])
     everything = http.get("/api/timeline").json()["total"]
     assert everything > timeline["total"]
+    # Filters: broker, event kind; internal topics (the billing commit made
+    # __consumer_offsets) hidden unless asked for.
+    default = http.get("/api/timeline").json()
+    assert default["hidden_internal"] > 0
+    assert not any(str(e.get("topic") or "").startswith("__") for e in default["entries"])
+    with_internal = http.get("/api/timeline", params={"internal": "1"}).json()
+    assert with_internal["total"] == default["total"] + default["hidden_internal"]
+    assert any(e.get("topic") == "__consumer_offsets" for e in with_internal["entries"])
+    of_broker_2 = http.get("/api/timeline", params={"broker": "2"}).json()
+    assert of_broker_2["total"] > 0 and {e["broker"] for e in of_broker_2["entries"]} == {2}
+    leaders = http.get("/api/timeline", params={"event": "become-leader"}).json()
+    assert leaders["total"] == default["kinds"]["become-leader"] > 0
+    assert {e["event"] for e in leaders["entries"]} == {"become-leader"}
+    page = http.get("/timeline", params={"event": "become-leader", "broker": "2"}).text
+    assert 'name="event" value="become-leader"' in page and 'data-kind="become-leader"' in page
+    assert "of internal topics hidden" in http.get("/timeline").text
+    assert http.get("/timeline", params={"broker": "x"}).status_code == 404
     page = http.get("/timeline", params={"topic": "orders", "partition": "0"})
     assert page.status_code == 200 and 'name="topic" value="orders"' in page.text
     assert "become-leader" in page.text
