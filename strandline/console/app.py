@@ -21,7 +21,8 @@ from starlette.routing import Route
 
 from strandline.console import render
 from strandline.console.gather import Gatherer, TimelineFilter
-from strandline.console.sources import ConsoleError, NotFoundError
+from strandline.console.messages import MessageQuery, parse_query
+from strandline.console.sources import BadRequestError, ConsoleError, NotFoundError
 
 # The state-change timeline rereads every broker's log: not every second.
 TIMELINE_REFRESH_MS = 3000
@@ -37,6 +38,7 @@ class View:
     fragment: Callable[[Any], str]
     every_ms: int = 1000
     above: Callable[[Request], str] | None = None  # static, outside the live part
+    live: bool = True  # False: drawn once (a message being read must not scroll away)
 
 
 def _topic(request: Request) -> str:
@@ -45,6 +47,23 @@ def _topic(request: Request) -> str:
 
 def _partition_number(request: Request) -> int:
     return int(request.path_params["partition"])
+
+
+def _message_query(request: Request) -> MessageQuery:
+    try:
+        return parse_query(dict(request.query_params))
+    except ValueError as exc:
+        raise BadRequestError(str(exc)) from exc
+
+
+def _messages_form(request: Request) -> str:
+    try:
+        query = _message_query(request)
+    except BadRequestError:
+        query = MessageQuery()
+    return render.messages_form(
+        _topic(request), _partition_number(request), query, dict(request.query_params)
+    )
 
 
 def _number(request: Request, name: str) -> int | None:
@@ -69,6 +88,13 @@ VIEWS: dict[str, View] = {
     "cluster": View(
         "cluster", lambda r: "Cluster", lambda g, r: g.cluster(), render.cluster_fragment
     ),
+    "broker": View(
+        "cluster",
+        lambda r: f"Broker {r.path_params['broker']}",
+        lambda g, r: g.broker(int(r.path_params["broker"])),
+        render.broker_fragment,
+        every_ms=2000,
+    ),
     "topics": View("topics", lambda r: "Topics", lambda g, r: g.topics(), render.topics_fragment),
     "topic": View(
         "topics",
@@ -81,6 +107,14 @@ VIEWS: dict[str, View] = {
         lambda r: f"Partition {_topic(r)}-{_partition_number(r)}",
         lambda g, r: g.partition(_topic(r), _partition_number(r)),
         render.partition_fragment,
+    ),
+    "messages": View(
+        "topics",
+        lambda r: f"Messages of {_topic(r)}-{_partition_number(r)}",
+        lambda g, r: g.messages(_topic(r), _partition_number(r), _message_query(r)),
+        render.messages_fragment,
+        above=_messages_form,
+        live=False,
     ),
     "groups": View(
         "groups", lambda r: "Consumer groups", lambda g, r: g.groups(), render.groups_fragment
@@ -104,9 +138,11 @@ VIEWS: dict[str, View] = {
 # path (after the /, /live or /api prefix) -> view
 PATHS = (
     ("/", "cluster"),
+    ("/brokers/{broker:int}", "broker"),
     ("/topics", "topics"),
     ("/topics/{topic}", "topic"),
     ("/topics/{topic}/{partition:int}", "partition"),
+    ("/topics/{topic}/{partition:int}/messages", "messages"),
     ("/groups", "groups"),
     ("/reassignments", "reassignments"),
     ("/timeline", "timeline"),
@@ -119,6 +155,8 @@ async def _gather(gatherer: Gatherer, view: View, request: Request) -> tuple[Any
         data = await run_in_threadpool(view.gather, gatherer, request)
     except NotFoundError as exc:
         return None, 404, str(exc)
+    except BadRequestError as exc:
+        return None, 400, str(exc)
     except ConsoleError as exc:
         # The cluster (or all of it we can reach) did not answer: 503, and say why.
         return None, 503, str(exc)
@@ -131,9 +169,11 @@ def _page_handler(gatherer: Gatherer, name: str, path: str) -> Callable[..., Any
     async def page(request: Request) -> Response:
         data, status, error = await _gather(gatherer, view, request)
         title = view.title(request)
-        live = "/live" if path == "/" else "/live" + request.url.path
+        live: str | None = "/live" if path == "/" else "/live" + request.url.path
         if request.url.query:
-            live += "?" + request.url.query
+            live = f"{live}?{request.url.query}"
+        if not view.live:
+            live = None
         if status == 404:
             # Nothing to poll for: a topic that does not exist stays a plain 404.
             return HTMLResponse(

@@ -40,7 +40,15 @@ from strandline.client.admin import (
     BlockingAdmin,
     request,
 )
-from strandline.console.metrics import BrokerScrape, Scraper
+from strandline.console.messages import MessageQuery, MessagesView, browse
+from strandline.console.metrics import (
+    BYTES_IN,
+    BYTES_OUT,
+    MESSAGES_IN,
+    REQUESTS,
+    BrokerScrape,
+    Scraper,
+)
 from strandline.console.sources import ConsoleError, NotFoundError, Sources
 from strandline.coordination.zk_client import ZkClient
 from strandline.types import TopicPartition
@@ -303,6 +311,32 @@ class TimelineView:
     hidden_internal: int = 0  # entries left out as internal topics'
 
 
+@dataclass(frozen=True)
+class LogDir:
+    path: str
+    error: str | None  # Kafka's error name; None when the dir is fine
+    total_bytes: int | None  # the volume's, None when the broker does not say
+    usable_bytes: int | None
+    size_bytes: int  # every replica in it
+    replicas: int
+
+
+@dataclass
+class BrokerView:
+    broker: Broker
+    leaders: list[str]  # partitions it leads
+    replicas: list[str]  # partitions it hosts a replica of
+    under_replicated: list[str]  # of those, the ones whose ISR lacks a replica
+    out_of_isr: list[str]  # of those, the ones whose ISR lacks this broker
+    log_dirs: list[LogDir]
+    log_dirs_unknown: str | None  # why log_dirs is empty
+    rates: dict[str, float]  # requests/s per API, bytes in/out and messages in per s
+    rates_at: float | None  # when the counters were read
+    rates_unknown: str | None
+    errors: list[str]
+    taken_at: float
+
+
 # --- helpers -------------------------------------------------------------------------
 
 
@@ -359,6 +393,37 @@ class ClusterMeta:
 
 
 DESCRIBE_CONFIGS, RESOURCE_TOPIC = 32, 2
+DESCRIBE_LOG_DIRS = 35
+
+
+async def _log_dirs_of(client: AdminClient, broker: int) -> list[LogDir]:
+    """DescribeLogDirs (every topic) at that broker."""
+    await client.metadata(())
+    v = client.version(DESCRIBE_LOG_DIRS, 1, 4, "DescribeLogDirs")
+    response = await client.send(
+        request(DESCRIBE_LOG_DIRS, v, "DescribeLogDirsRequest", topics=None), broker
+    )
+    top = getattr(response, "error_code", ErrorCode.none)
+    if top != ErrorCode.none:
+        raise AdminError(f"broker {broker} answered {top.name.upper()}")
+    out = []
+    for result in response.results:
+        sizes = [int(p.partition_size) for t in result.topics for p in t.partitions]
+        total = int(getattr(result, "total_bytes", -1))
+        usable = int(getattr(result, "usable_bytes", -1))
+        out.append(
+            LogDir(
+                path=str(result.log_dir),
+                error=None
+                if result.error_code == ErrorCode.none
+                else result.error_code.name.upper(),
+                total_bytes=total if total >= 0 else None,
+                usable_bytes=usable if usable >= 0 else None,
+                size_bytes=sum(sizes),
+                replicas=len(sizes),
+            )
+        )
+    return sorted(out, key=lambda d: d.path)
 
 
 async def _min_isr_of(client: AdminClient, topics: list[str]) -> dict[str, int]:
@@ -748,6 +813,78 @@ class Gatherer:
             alerts_by_broker=by_broker,
         )
 
+    def broker(self, broker_id: int) -> BrokerView:
+        started = time.time()
+        errors: list[str] = []
+        scraping = self._scrape_soon()
+        log_dirs = self._pool.submit(self.admin.call, _log_dirs_of(self.admin.client, broker_id))
+        metadata = self._metadata()
+        scrapes = scraping.result()
+        partitions, live, addresses, controller, _epoch = self._partitions(
+            metadata, errors, scrapes=scrapes
+        )
+        known = set(self.sources.known_brokers) | live | set(metadata.brokers)
+        for p in partitions:
+            known.update(p.replicas)
+        if broker_id not in known:
+            log_dirs.cancel()
+            names = ", ".join(str(b) for b in sorted(known)) or "none"
+            raise NotFoundError(f"no broker {broker_id} in the cluster (brokers: {names})")
+        scrape = scrapes.get(broker_id)
+        broker = Broker(
+            id=broker_id,
+            address=addresses.get(broker_id),
+            alive=broker_id in live,
+            controller=broker_id == controller,
+            metrics_url=self.sources.metrics_urls.get(broker_id),
+            answering=None if scrape is None else scrape.fresh,
+            not_answering_why=None if scrape is None or scrape.fresh else scrape.error,
+        )
+        dirs: list[LogDir] = []
+        dirs_unknown = None
+        try:
+            dirs = log_dirs.result()
+        except AdminError as exc:
+            dirs_unknown = f"DescribeLogDirs: {exc}"
+        rates: dict[str, float] = {}
+        rates_unknown = None
+        if scrape is None:
+            rates_unknown = "no metrics URL for this broker (use --data-dir or --metrics-url)"
+        elif not scrape.fresh:
+            rates_unknown = f"its metrics endpoint does not answer: {scrape.error}"
+        elif not scrape.rates:
+            rates_unknown = "measuring: rates need two scrapes a few seconds apart"
+        else:
+            rates = _named_rates(scrape.rates)
+        mine = [p for p in partitions if broker_id in p.replicas]
+        return BrokerView(
+            broker=broker,
+            leaders=[p.name for p in mine if p.leader == broker_id],
+            replicas=[p.name for p in mine],
+            under_replicated=[p.name for p in mine if p.under_replicated],
+            out_of_isr=[p.name for p in mine if broker_id not in p.isr],
+            log_dirs=dirs,
+            log_dirs_unknown=dirs_unknown,
+            rates=rates,
+            rates_at=scrape.scraped_at if scrape is not None and rates else None,
+            rates_unknown=rates_unknown,
+            errors=errors,
+            taken_at=started,
+        )
+
+    def messages(self, topic: str, partition: int, query: MessageQuery) -> MessagesView:
+        self._require_partition(self._metadata(), topic, partition)
+        return browse(self.sources.bootstrap, self.sources.client_config, topic, partition, query)
+
+    def _require_partition(self, metadata: ClusterMeta, topic: str, partition: int) -> None:
+        if topic not in metadata.topics:
+            raise NotFoundError(f"topic {topic!r} does not exist")
+        if partition not in metadata.topics[topic].partitions:
+            count = len(metadata.topics[topic].partitions)
+            raise NotFoundError(
+                f"topic {topic!r} has no partition {partition} (it has {count}: 0..{count - 1})"
+            )
+
     def topics(self) -> list[TopicRow]:
         errors: list[str] = []
         partitions, *_ = self._partitions(self._metadata(), errors)
@@ -784,13 +921,7 @@ class Gatherer:
         offsets_errors: list[str] = []
         watermarks = self._pool.submit(self._watermarks, [(topic, partition)], offsets_errors)
         metadata = self._metadata()
-        if topic not in metadata.topics:
-            raise NotFoundError(f"topic {topic!r} does not exist")
-        if partition not in metadata.topics[topic].partitions:
-            count = len(metadata.topics[topic].partitions)
-            raise NotFoundError(
-                f"topic {topic!r} has no partition {partition} (it has {count}: 0..{count - 1})"
-            )
+        self._require_partition(metadata, topic, partition)
         scrapes = scraping.result()
         partitions, live, *_ = self._partitions(metadata, errors, topic, scrapes)
         [p] = [x for x in partitions if x.partition == partition]
@@ -1065,6 +1196,22 @@ class Gatherer:
             kinds=dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))),
             hidden_internal=hidden,
         )
+
+
+def _named_rates(rates: dict[str, float]) -> dict[str, float]:
+    """Counter rates under the names the broker page shows."""
+    out = {}
+    for key, value in rates.items():
+        name, _, request_name = key.partition(":")
+        if name == REQUESTS:
+            out[f"requests/s {request_name}"] = value
+        elif name == BYTES_IN:
+            out["bytes in/s"] = value
+        elif name == BYTES_OUT:
+            out["bytes out/s"] = value
+        elif name == MESSAGES_IN:
+            out["messages in/s"] = value
+    return dict(sorted(out.items()))
 
 
 def _internal(topic: str) -> bool:

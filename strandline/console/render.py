@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 from strandline import state_change_log as scl
 from strandline.console.gather import (
     Broker,
+    BrokerView,
     ClusterView,
     GroupsView,
     Partition,
@@ -25,6 +26,7 @@ from strandline.console.gather import (
     TimelineView,
     TopicRow,
 )
+from strandline.console.messages import MessageQuery, MessagesView, Shown
 
 DASH = "\u2014"
 NAV = (
@@ -301,6 +303,93 @@ def _metrics_link(url: str | None) -> str:
     return f'<a href="{_e(url)}">{_e(url)}</a>' if url else '<span class="muted">\u2014</span>'
 
 
+# --- broker --------------------------------------------------------------------------
+
+
+def _bytes(n: float | None) -> str:
+    if n is None:
+        return DASH
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return DASH
+
+
+def _partition_links(names: list[str], limit: int = 40) -> str:
+    if not names:
+        return '<span class="muted">none</span>'
+    shown = ", ".join(_alert_subject(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def broker_fragment(view: BrokerView) -> str:
+    b = view.broker
+    headline = (
+        f'<p class="headline">broker <b>{b.id}</b> at {_opt(b.address)} · '
+        f'<span id="broker-state" data-alive="{str(b.alive).lower()}" '
+        f'data-answering="{"" if b.answering is None else str(b.answering).lower()}">'
+        f"{_broker_state(b)}</span>"
+        f"{' · controller' if b.controller else ''} · metrics "
+        f"{_metrics_link(b.metrics_url)}</p>"
+    )
+    counts = (
+        '<table id="broker-partitions"><tr><th></th><th>count</th><th>partitions</th></tr>'
+        + "".join(
+            f'<tr data-what="{key}" data-count="{len(names)}"><td>{label}</td>'
+            f'<td class="num">{len(names)}</td><td class="small">{_partition_links(names)}</td>'
+            "</tr>"
+            for key, label, names in (
+                ("leaders", "leader of", view.leaders),
+                ("replicas", "replicas hosted", view.replicas),
+                ("under-replicated", "of those, under-replicated", view.under_replicated),
+                ("out-of-isr", "of those, this broker out of the ISR", view.out_of_isr),
+            )
+        )
+        + "</table>"
+    )
+    if view.log_dirs:
+        dirs = "".join(
+            f'<tr class="log-dir" data-path="{_e(d.path)}" data-size="{d.size_bytes}" '
+            f'data-usable="{"" if d.usable_bytes is None else d.usable_bytes}">'
+            f"<td>{_e(d.path)}</td><td>{_e(d.error or 'ok')}</td>"
+            f'<td class="num">{d.replicas}</td><td class="num">{_bytes(d.size_bytes)}</td>'
+            f'<td class="num">{_bytes(d.usable_bytes)}</td>'
+            f'<td class="num">{_bytes(d.total_bytes)}</td></tr>'
+            for d in view.log_dirs
+        )
+        disks = (
+            '<table id="log-dirs"><tr><th>log dir</th><th>state</th><th>replicas</th>'
+            "<th>replica bytes</th><th>free on volume</th><th>volume size</th></tr>"
+            f"{dirs}</table>"
+        )
+    else:
+        disks = f'<p id="log-dirs">{_unknown(view.log_dirs_unknown or "no log dirs")}</p>'
+    if view.rates:
+        rate_rows = "".join(
+            f'<tr class="rate" data-name="{_e(name)}" data-value="{value:.3f}">'
+            f'<td>{_e(name)}</td><td class="num">{value:,.1f}</td></tr>'
+            for name, value in view.rates.items()
+        )
+        rates = (
+            f"<p>{_age(view.rates_at, view.taken_at)}</p>"
+            f'<table id="rates"><tr><th>counter</th><th>per second</th></tr>{rate_rows}</table>'
+        )
+    else:
+        rates = f'<p id="rates">{_unknown(view.rates_unknown or "no rates")}</p>'
+    return (
+        _errors(view.errors)
+        + headline
+        + "<h2>Partitions</h2>"
+        + counts
+        + "<h2>Disk per log dir (DescribeLogDirs)</h2>"
+        + disks
+        + "<h2>Request rates (its metrics endpoint)</h2>"
+        + rates
+        + _updated(view.taken_at)
+    )
+
+
 # --- topics --------------------------------------------------------------------------
 
 
@@ -480,6 +569,83 @@ def partition_fragment(view: PartitionView) -> str:
         + legend
         + timeline
         + _updated(view.taken_at)
+    )
+
+
+# --- messages ------------------------------------------------------------------------
+
+
+def messages_form(topic: str, partition: int, q: MessageQuery, raw: dict[str, str]) -> str:
+    def box(name: str, size: int, hint: str) -> str:
+        return (
+            f'{name} <input name="{name}" value="{_e(raw.get(name, ""))}" size="{size}" '
+            f'placeholder="{_e(hint)}"> '
+        )
+
+    committed = " checked" if q.isolation == "read_committed" else ""
+    return (
+        f'<form class="filter" id="browse" method="get" '
+        f'action="{partition_href(topic, partition)}/messages">'
+        + box("offset", 10, "last ones")
+        + box("timestamp", 22, "ms or 2026-01-31T12:00:00")
+        + box("limit", 4, str(q.limit))
+        f'<label><input type="checkbox" name="isolation" value="read_committed"{committed}>'
+        " read_committed</label> <button>read</button> "
+        f'<a href="{partition_href(topic, partition)}">partition →</a></form>'
+    )
+
+
+def _shown(x: Shown, what: str) -> str:
+    if x.text is None:
+        return '<span class="muted">null</span>'
+    extra = []
+    if x.binary:
+        extra.append(f"binary, {x.size} bytes, hex")
+    if x.cut:
+        extra.append(f"first {len(x.text)} of {x.size} shown")
+    note = f' <span class="muted small">({_e(", ".join(extra))})</span>' if extra else ""
+    return f'<code class="{what}">{_e(x.text)}</code>{note}'
+
+
+def messages_fragment(view: MessagesView) -> str:
+    q = view.query
+    head = (
+        f'<p class="headline">{_e(view.query.isolation)} · log start {_opt(view.low)} '
+        f"· {'last stable offset' if q.isolation == 'read_committed' else 'HW'} "
+        f'<b id="end" data-value="{"" if view.high is None else view.high}">{_opt(view.high)}</b>'
+        f" · reading from {_opt(view.start)}</p>"
+    )
+    rows = "".join(
+        f'<tr class="message" data-offset="{m.offset}">'
+        f'<td class="num">{m.offset}</td>'
+        f'<td class="small">{_e(_iso_ms(m.timestamp))}<br>'
+        f'<span class="muted">{_e(m.timestamp_type)}</span></td>'
+        f"<td>{_shown(m.key, 'key')}</td><td>{_shown(m.value, 'value')}</td><td>"
+        + "<br>".join(f"<b>{_e(k)}</b>: {_shown(v, 'header')}" for k, v in m.headers)
+        + "</td></tr>"
+        for m in view.messages
+    )
+    table = (
+        '<table id="messages"><tr><th>offset</th><th>timestamp (UTC)</th><th>key</th>'
+        f"<th>value</th><th>headers</th></tr>{rows}</table>"
+        if rows
+        else '<p class="muted" id="messages">No records here.</p>'
+    )
+    more = ""
+    if view.next_offset is not None and view.high is not None and view.next_offset < view.high:
+        query = urlencode({"offset": view.next_offset, "isolation": q.isolation, "limit": q.limit})
+        more = (
+            f'<p><a id="next" href="{partition_href(view.topic, view.partition)}/messages?'
+            f'{query}">next {q.limit} from {view.next_offset} →</a></p>'
+        )
+    return _errors(view.errors) + head + table + more + _updated(view.taken_at)
+
+
+def _iso_ms(ms: int) -> str:
+    if ms < 0:
+        return "no timestamp"
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(
+        timespec="milliseconds"
     )
 
 

@@ -127,6 +127,24 @@ def test_pages_and_json_against_a_real_cluster(
     assert groups[0]["total_lag"] == RECORDS - 100
     assert "billing" in http.get("/groups").text
 
+    # The broker page: what it leads and hosts, its log dir, its request rates.
+    broker_1 = wait_until(
+        "broker 1's request rates",
+        lambda: (b := http.get("/api/brokers/1").json()) and b["rates"] and b,
+        timeout_s=20,
+    )
+    assert broker_1["broker"]["answering"] is True
+    assert set(broker_1["replicas"]) >= {"orders-0", "orders-1"}
+    assert set(broker_1["leaders"]) <= set(broker_1["replicas"])
+    assert broker_1["under_replicated"] == broker_1["out_of_isr"] == []
+    [log_dir] = broker_1["log_dirs"]
+    assert log_dir["error"] is None and log_dir["size_bytes"] > 0 and log_dir["replicas"] >= 2
+    assert log_dir["usable_bytes"] is None or log_dir["usable_bytes"] > 0
+    assert any(k.startswith("requests/s ") for k in broker_1["rates"])
+    page = http.get("/brokers/1").text
+    assert 'id="log-dirs"' in page and 'class="rate"' in page
+    assert http.get("/api/brokers/9").status_code == 404
+
     assert http.get("/api/reassignments").json()["reassignments"] == []
     assert "No reassignment in progress" in http.get("/reassignments").text
 
@@ -151,7 +169,8 @@ def test_pages_and_json_against_a_real_cluster(
     leaders = http.get("/api/timeline", params={"event": "become-leader"}).json()
     assert leaders["total"] == default["kinds"]["become-leader"] > 0
     assert {e["event"] for e in leaders["entries"]} == {"become-leader"}
-    page = http.get("/timeline", params={"event": "become-leader", "broker": "2"}).text
+    some_leader = str(leaders["entries"][0]["broker"])
+    page = http.get("/timeline", params={"event": "become-leader", "broker": some_leader}).text
     assert 'name="event" value="become-leader"' in page and 'data-kind="become-leader"' in page
     assert "of internal topics hidden" in http.get("/timeline").text
     assert http.get("/timeline", params={"broker": "x"}).status_code == 404
@@ -198,6 +217,14 @@ def test_pages_and_json_against_a_real_cluster(
     assert not dead["alive"] and not dead["in_isr"]
     assert dead["log_end_offset"] == RECORDS  # from the last scrape that worked
     assert "last seen" in (dead["error"] or "")
+    dead_page = wait_until(
+        "broker 3's page to show it down",
+        lambda: (b := http.get("/api/brokers/3").json()) and not b["broker"]["alive"] and b,
+        timeout_s=20,
+    )
+    assert dead_page["log_dirs"] == [] and dead_page["log_dirs_unknown"]
+    assert dead_page["rates"] == {} and "does not answer" in dead_page["rates_unknown"]
+    assert set(dead_page["out_of_isr"]) >= {"orders-0", "orders-1"}
 
 
 def test_alerts_are_grouped_by_kind_topic_and_brokers() -> None:
