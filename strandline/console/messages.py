@@ -158,7 +158,7 @@ def browse(
             enable_auto_commit=False,
             isolation_level=q.isolation,
             request_timeout_ms=POLL_TIMEOUT_MS + 2000,
-            api_version_auto_timeout_ms=POLL_TIMEOUT_MS,
+            bootstrap_timeout_ms=POLL_TIMEOUT_MS + 2000,
             **consumer_settings(client_config),
         )
     except KafkaError as exc:

@@ -589,7 +589,7 @@ def messages_form(topic: str, partition: int, q: MessageQuery, raw: dict[str, st
         + box("offset", 10, "last ones")
         + box("timestamp", 22, "ms or 2026-01-31T12:00:00")
         + box("limit", 4, str(q.limit))
-        f'<label><input type="checkbox" name="isolation" value="read_committed"{committed}>'
+        + f'<label><input type="checkbox" name="isolation" value="read_committed"{committed}>'
         " read_committed</label> <button>read</button> "
         f'<a href="{partition_href(topic, partition)}">partition →</a></form>'
     )
