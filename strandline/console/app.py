@@ -101,6 +101,17 @@ VIEWS: dict[str, View] = {
         lambda r: f"Topic {_topic(r)}",
         lambda g, r: g.topic(_topic(r)),
         render.topic_fragment,
+        above=lambda r: render.topic_links(_topic(r)),
+    ),
+    "topic-configs": View(
+        "topics",
+        lambda r: f"Topic {_topic(r)}: configs and ACLs",
+        lambda g, r: g.topic_configs(_topic(r)),
+        render.topic_configs_fragment,
+        every_ms=5000,
+    ),
+    "acls": View(
+        "acls", lambda r: "ACLs", lambda g, r: g.acls(), render.acls_fragment, every_ms=5000
     ),
     "partition": View(
         "topics",
@@ -141,11 +152,13 @@ PATHS = (
     ("/brokers/{broker:int}", "broker"),
     ("/topics", "topics"),
     ("/topics/{topic}", "topic"),
+    ("/topics/{topic}/configs", "topic-configs"),
     ("/topics/{topic}/{partition:int}", "partition"),
     ("/topics/{topic}/{partition:int}/messages", "messages"),
     ("/groups", "groups"),
     ("/reassignments", "reassignments"),
     ("/timeline", "timeline"),
+    ("/acls", "acls"),
 )
 
 

@@ -40,6 +40,7 @@ from strandline.client.admin import (
     BlockingAdmin,
     request,
 )
+from strandline.console.history import History, rates
 from strandline.console.messages import MessageQuery, MessagesView, browse
 from strandline.console.metrics import (
     BYTES_IN,
@@ -51,6 +52,7 @@ from strandline.console.metrics import (
 )
 from strandline.console.sources import ConsoleError, NotFoundError, Sources
 from strandline.coordination.zk_client import ZkClient
+from strandline.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 from strandline.types import TopicPartition
 
 # Short: a stopped broker must not hold a page that refreshes every second; whatever
@@ -145,6 +147,8 @@ class ClusterView:
     alert_groups: list[AlertGroup] = field(default_factory=list)
     # broker -> how many partitions each alert kind names it in
     alerts_by_broker: dict[int, dict[str, int]] = field(default_factory=dict)
+    # chart title -> (time, value) points over the last minutes
+    charts: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 KIND_ORDER = (
@@ -219,6 +223,7 @@ class PartitionView:
     taken_at: float  # when gathering started
     watermarks_at: float | None = None  # when the leader answered ListOffsets
     watermarks_unknown: str | None = None  # why HW / log start are None
+    charts: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -337,6 +342,44 @@ class BrokerView:
     taken_at: float
 
 
+@dataclass(frozen=True)
+class TopicConfig:
+    name: str
+    value: str | None  # None: sensitive (not shown) or unset
+    source: str  # where the value comes from: topic, broker, default, ...
+    sensitive: bool
+    read_only: bool
+
+
+@dataclass
+class TopicConfigsView:
+    topic: str
+    configs: list[TopicConfig]
+    acls: AclsView
+    errors: list[str]
+    taken_at: float
+
+
+@dataclass(frozen=True)
+class AclRow:
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+@dataclass
+class AclsView:
+    acls: list[AclRow]
+    # why there are none to show: no authorizer (SECURITY_DISABLED), not authorized, ...
+    unavailable: str | None
+    topic: str | None  # only the ACLs that can apply to this topic
+    taken_at: float
+
+
 # --- helpers -------------------------------------------------------------------------
 
 
@@ -394,6 +437,109 @@ class ClusterMeta:
 
 DESCRIBE_CONFIGS, RESOURCE_TOPIC = 32, 2
 DESCRIBE_LOG_DIRS = 35
+DESCRIBE_ACLS = 29
+# DescribeConfigs' config_source codes (KIP-226)
+CONFIG_SOURCES = {
+    0: "unknown",
+    1: "topic",
+    2: "broker (dynamic)",
+    3: "all brokers (dynamic)",
+    4: "broker (server.properties)",
+    5: "default",
+    6: "broker logger",
+}
+
+
+async def _topic_configs(client: AdminClient, topic: str) -> list[TopicConfig]:
+    await client.home()
+    v = client.version(DESCRIBE_CONFIGS, 1, 4, "DescribeConfigs")
+    response = await client.send(
+        request(
+            DESCRIBE_CONFIGS,
+            v,
+            "DescribeConfigsRequest",
+            resources=(
+                request(
+                    DESCRIBE_CONFIGS,
+                    v,
+                    "DescribeConfigsResource",
+                    resource_type=RESOURCE_TOPIC,
+                    resource_name=topic,
+                    configuration_keys=None,
+                ),
+            ),
+            include_synonyms=False,
+            include_documentation=False,
+        )
+    )
+    [result] = response.results
+    if result.error_code != ErrorCode.none:
+        raise AdminError(
+            f"DescribeConfigs {topic}: {result.error_code.name.upper()}"
+            + (f" ({result.error_message})" if result.error_message else "")
+        )
+    return sorted(
+        (
+            TopicConfig(
+                name=str(c.name),
+                value=None if c.is_sensitive or c.value is None else str(c.value),
+                source=CONFIG_SOURCES.get(int(c.config_source), str(c.config_source)),
+                sensitive=bool(c.is_sensitive),
+                read_only=bool(c.read_only),
+            )
+            for c in result.configs
+        ),
+        key=lambda c: c.name,
+    )
+
+
+async def _acls(client: AdminClient) -> tuple[list[AclRow], str | None]:
+    """Every ACL, or none and why (no authorizer, not authorized)."""
+    await client.home()
+    v = client.version(DESCRIBE_ACLS, 1, 3, "DescribeAcls")
+    response = await client.send(
+        request(
+            DESCRIBE_ACLS,
+            v,
+            "DescribeAclsRequest",
+            resource_type_filter=ResourceType.ANY,
+            resource_name_filter=None,
+            pattern_type_filter=PatternType.ANY,
+            principal_filter=None,
+            host_filter=None,
+            operation=AclOperation.ANY,
+            permission_type=AclPermissionType.ANY,
+        )
+    )
+    if response.error_code != ErrorCode.none:
+        name = response.error_code.name.upper()
+        if response.error_code == ErrorCode.security_disabled:
+            return [], f"no authorizer on this cluster ({name}): every client may do anything"
+        return [], f"{name}" + (f": {response.error_message}" if response.error_message else "")
+    rows = [
+        AclRow(
+            resource_type=ResourceType.from_code(r.resource_type).name,
+            resource_name=str(r.resource_name),
+            pattern_type=PatternType.from_code(r.pattern_type).name,
+            principal=str(a.principal),
+            host=str(a.host),
+            operation=AclOperation.from_code(a.operation).name,
+            permission=AclPermissionType.from_code(a.permission_type).name,
+        )
+        for r in response.resources
+        for a in r.acls
+    ]
+    return sorted(rows, key=lambda a: (a.resource_type, a.resource_name, a.principal)), None
+
+
+def _applies_to_topic(acl: AclRow, topic: str) -> bool:
+    if acl.resource_type != "TOPIC":
+        return False
+    if acl.pattern_type == "LITERAL":
+        return acl.resource_name in (topic, "*")
+    if acl.pattern_type == "PREFIXED":
+        return topic.startswith(acl.resource_name)
+    return False
 
 
 async def _log_dirs_of(client: AdminClient, broker: int) -> list[LogDir]:
@@ -503,6 +649,7 @@ class Gatherer:
         # (topic, partition) -> (HW the leader reported, since when it has not moved)
         self._hw_seen: dict[tuple[str, int], tuple[int, float]] = {}
         self._hw_lock = threading.Lock()
+        self.history = History()
 
     # --- life cycle ------------------------------------------------------------------
 
@@ -801,6 +948,23 @@ class Gatherer:
             alerts.append(Alert("no-controller", "controller", "no broker holds /controller"))
         alerts.extend(Alert("source", "data source", e) for e in errors)
         groups, by_broker = group_alerts(alerts)
+        fresh = [x for x in scrapes.values() if x.fresh and x.rates]
+        if fresh:
+            self.history.add(
+                "messages in/s", started, sum(x.rates.get(MESSAGES_IN, 0.0) for x in fresh)
+            )
+        self.history.add("ISR size (all partitions)", started, sum(len(p.isr) for p in partitions))
+        self.history.add(
+            "under-replicated partitions", started, sum(p.under_replicated for p in partitions)
+        )
+        charts = {
+            name: self.history.points(name)
+            for name in (
+                "messages in/s",
+                "ISR size (all partitions)",
+                "under-replicated partitions",
+            )
+        }
         return ClusterView(
             brokers=brokers,
             controller=controller,
@@ -811,6 +975,7 @@ class Gatherer:
             taken_at=started,
             alert_groups=groups,
             alerts_by_broker=by_broker,
+            charts=charts,
         )
 
     def broker(self, broker_id: int) -> BrokerView:
@@ -885,6 +1050,29 @@ class Gatherer:
                 f"topic {topic!r} has no partition {partition} (it has {count}: 0..{count - 1})"
             )
 
+    def acls(self, topic: str | None = None) -> AclsView:
+        started = time.time()
+        try:
+            rows, unavailable = self.admin.call(_acls(self.admin.client))
+        except AdminError as exc:
+            rows, unavailable = [], f"DescribeAcls: {exc}"
+        if topic is not None:
+            rows = [a for a in rows if _applies_to_topic(a, topic)]
+        return AclsView(rows, unavailable, topic, started)
+
+    def topic_configs(self, topic: str) -> TopicConfigsView:
+        started = time.time()
+        if topic not in self._metadata().topics:
+            raise NotFoundError(f"topic {topic!r} does not exist")
+        errors: list[str] = []
+        acls = self._pool.submit(self.acls, topic)
+        configs: list[TopicConfig] = []
+        try:
+            configs = self.admin.call(_topic_configs(self.admin.client, topic))
+        except AdminError as exc:
+            errors.append(str(exc))
+        return TopicConfigsView(topic, configs, acls.result(), errors, started)
+
     def topics(self) -> list[TopicRow]:
         errors: list[str] = []
         partitions, *_ = self._partitions(self._metadata(), errors)
@@ -933,6 +1121,14 @@ class Gatherer:
             unknown = "; ".join(offsets_errors) or "the leader did not give them"
         replicas = [self._replica(b, p, live, scrapes.get(b)) for b in p.replicas]
         replicas = _with_distance(replicas)
+        key = f"{topic}-{partition}"
+        if high is not None:
+            self.history.add(f"{key}:hw", watermarks_at, high)
+        self.history.add(f"{key}:isr", started, len(p.isr))
+        charts = {
+            "records/s (HW growth)": rates(self.history.points(f"{key}:hw")),
+            "ISR size": self.history.points(f"{key}:isr"),
+        }
         return PartitionView(
             partition=p,
             high_watermark=high,
@@ -942,6 +1138,7 @@ class Gatherer:
             taken_at=started,
             watermarks_at=watermarks_at if unknown is None else None,
             watermarks_unknown=unknown,
+            charts=charts,
         )
 
     def _replica(

@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode
 
 from strandline import state_change_log as scl
 from strandline.console.gather import (
+    AclsView,
     Broker,
     BrokerView,
     ClusterView,
@@ -24,6 +25,7 @@ from strandline.console.gather import (
     ReassignmentsView,
     TimelineFilter,
     TimelineView,
+    TopicConfigsView,
     TopicRow,
 )
 from strandline.console.messages import MessageQuery, MessagesView, Shown
@@ -35,6 +37,7 @@ NAV = (
     ("groups", "/groups", "Consumer groups"),
     ("reassignments", "/reassignments", "Reassignments"),
     ("timeline", "/timeline", "State changes"),
+    ("acls", "/acls", "ACLs"),
 )
 
 CSS = """
@@ -84,6 +87,8 @@ ul.errors { list-style: none; }
   margin-right: 4px; border-radius: 2px; }
 tr.alarm td { background: #fff4f2; }
 form.filter { margin-bottom: 10px; }
+.charts { display: flex; gap: 14px; flex-wrap: wrap; margin: 10px 0; }
+figure.chart { margin: 0; }
 """
 
 SCRIPT = """
@@ -190,6 +195,65 @@ def _unknown(why: str) -> str:
     )
 
 
+# --- charts --------------------------------------------------------------------------
+
+CHART_W, CHART_H, CHART_PAD = 300, 70, 4
+CHART_SPAN_S = 300.0  # the last five minutes
+
+
+def chart(title: str, points: list[tuple[float, float]], now: float) -> str:
+    """A small inline SVG line chart of the last CHART_SPAN_S seconds."""
+    since = now - CHART_SPAN_S
+    shown = [(t, v) for t, v in points if t >= since]
+    slug = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+    if len(shown) < 2:
+        body = (
+            f'<text x="{CHART_W / 2}" y="{CHART_H / 2}" text-anchor="middle" '
+            'class="muted" font-size="11">collecting…</text>'
+        )
+        low = high = last = None
+    else:
+        values = [v for _, v in shown]
+        low, high, last = min(values), max(values), values[-1]
+        top = high if high > low else low + 1
+        inner_w, inner_h = CHART_W - 2 * CHART_PAD, CHART_H - 2 * CHART_PAD
+
+        def x(t: float) -> float:
+            return CHART_PAD + inner_w * (t - since) / CHART_SPAN_S
+
+        def y(v: float) -> float:
+            return CHART_PAD + inner_h * (1 - (v - low) / (top - low))
+
+        line = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in shown)
+        body = f'<polyline fill="none" stroke="#1565c0" stroke-width="1.5" points="{line}"/>'
+    figures = f"now {_num(last)} · min {_num(low)} · max {_num(high)}" if last is not None else ""
+    return (
+        f'<figure class="chart" id="chart-{slug}" data-points="{len(shown)}" '
+        f'data-last="{"" if last is None else f"{last:.3f}"}">'
+        f'<figcaption class="small">{_e(title)} <span class="muted">{figures}, last 5 min'
+        f"</span></figcaption>"
+        f'<svg width="{CHART_W}" height="{CHART_H}" viewBox="0 0 {CHART_W} {CHART_H}" '
+        f'role="img" aria-label="{_e(title)}"><rect width="100%" height="100%" '
+        f'fill="#fff" stroke="#dde2e8"/>{body}</svg></figure>'
+    )
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return DASH
+    return f"{value:,.0f}" if abs(value) >= 10 or value == int(value) else f"{value:.1f}"
+
+
+def charts(series: dict[str, list[tuple[float, float]]], now: float) -> str:
+    if not series:
+        return ""
+    return (
+        '<div class="charts">'
+        + "".join(chart(title, points, now) for title, points in series.items())
+        + "</div>"
+    )
+
+
 # --- cluster -------------------------------------------------------------------------
 
 
@@ -225,6 +289,7 @@ def cluster_fragment(view: ClusterView) -> str:
         summary
         + "<h2>Alerts</h2>"
         + alerts
+        + charts(view.charts, view.taken_at)
         + "<h2>Brokers</h2>"
         + '<table id="brokers"><tr><th>id</th><th>address</th><th>state</th><th>role</th>'
         + f"<th>metrics</th></tr>{brokers}</table>"
@@ -567,9 +632,75 @@ def partition_fragment(view: PartitionView) -> str:
         + headline
         + f'<div class="replicas" id="replicas">{"".join(rows)}</div>'
         + legend
+        + charts(view.charts, view.taken_at)
         + timeline
         + _updated(view.taken_at)
     )
+
+
+# --- configs and ACLs ------------------------------------------------------------------
+
+
+def topic_links(topic: str) -> str:
+    href = topic_href(topic)
+    return (
+        f'<p class="small"><a href="{href}/configs">configs and ACLs →</a> · '
+        f'<a href="/timeline?{urlencode({"topic": topic})}">state changes →</a></p>'
+    )
+
+
+def topic_configs_fragment(view: TopicConfigsView) -> str:
+    rows = "".join(
+        f'<tr class="config" data-name="{_e(c.name)}" data-source="{_e(c.source)}">'
+        f"<td>{_e(c.name)}</td><td>"
+        + (
+            '<span class="muted">(sensitive, not shown)</span>'
+            if c.sensitive
+            else (_e(c.value) if c.value is not None else '<span class="muted">null</span>')
+        )
+        + f"</td><td>{'<b>' + _e(c.source) + '</b>' if c.source == 'topic' else _e(c.source)}"
+        f"</td><td>{'read-only' if c.read_only else ''}</td></tr>"
+        for c in view.configs
+    )
+    overridden = sum(c.source == "topic" for c in view.configs)
+    configs = (
+        f'<p class="small muted">{len(view.configs)} configs, {overridden} set on the topic '
+        "(bold); read-only here: change them with <code>strandline configs --alter</code></p>"
+        '<table id="configs"><tr><th>config</th><th>value</th><th>from</th><th></th></tr>'
+        f"{rows}</table>"
+        if view.configs
+        else ""
+    )
+    return (
+        _errors(view.errors)
+        + "<h2>Configs</h2>"
+        + configs
+        + "<h2>ACLs that apply to this topic</h2>"
+        + acls_fragment(view.acls)
+    )
+
+
+def acls_fragment(view: AclsView) -> str:
+    if view.unavailable is not None:
+        body = f'<p id="acls" class="muted" data-unavailable="1">{_e(view.unavailable)}</p>'
+    elif not view.acls:
+        body = '<p id="acls" class="muted">No ACLs.</p>'
+    else:
+        rows = "".join(
+            f'<tr class="acl" data-principal="{_e(a.principal)}" '
+            f'data-resource="{_e(a.resource_type)}:{_e(a.resource_name)}">'
+            f"<td>{_e(a.resource_type)}</td><td>{_e(a.resource_name)}</td>"
+            f"<td>{_e(a.pattern_type)}</td><td>{_e(a.principal)}</td><td>{_e(a.host)}</td>"
+            f"<td>{_e(a.operation)}</td>"
+            f'<td class="{"bad" if a.permission == "DENY" else "ok"}">{_e(a.permission)}</td></tr>'
+            for a in view.acls
+        )
+        body = (
+            '<table id="acls"><tr><th>resource</th><th>name</th><th>pattern</th>'
+            "<th>principal</th><th>host</th><th>operation</th><th>permission</th></tr>"
+            f"{rows}</table>"
+        )
+    return body + _updated(view.taken_at)
 
 
 # --- messages ------------------------------------------------------------------------

@@ -16,6 +16,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from starlette.testclient import TestClient
 
 from strandline.console import render
@@ -28,6 +36,7 @@ from strandline.console.gather import (
     ReassignmentsView,
     group_alerts,
 )
+from strandline.console.history import History, rates
 from strandline.console.sources import resolve
 from strandline.coordination.zookeeper_server import free_port
 from strandline.launcher.local_cluster import LocalCluster
@@ -144,6 +153,35 @@ def test_pages_and_json_against_a_real_cluster(
     page = http.get("/brokers/1").text
     assert 'id="log-dirs"' in page and 'class="rate"' in page
     assert http.get("/api/brokers/9").status_code == 404
+
+    # Charts: every gather adds a point.
+    charted = wait_until(
+        "two points on the cluster's charts",
+        lambda: (
+            (v := http.get("/api/cluster").json())
+            and len(v["charts"]["ISR size (all partitions)"]) >= 2
+            and v
+        ),
+        timeout_s=15,
+    )
+    assert charted["charts"]["ISR size (all partitions)"][-1][1] == sum(
+        len(p["isr"]) for p in charted["partitions"]
+    )
+    assert 'id="chart-isr-size--all-partitions-"' in http.get("/").text
+    assert "<svg" in http.get("/topics/orders/0").text
+
+    # Topic configs (min.insync.replicas set on the topic) and, with no authorizer, why
+    # there are no ACLs to show.
+    configs = http.get("/api/topics/orders/configs").json()
+    by_name = {c["name"]: c for c in configs["configs"]}
+    assert by_name["min.insync.replicas"]["value"] == "2"
+    assert by_name["min.insync.replicas"]["source"] == "topic"
+    assert by_name["cleanup.policy"]["source"] != "topic"
+    assert "SECURITY_DISABLED" in configs["acls"]["unavailable"]
+    page = http.get("/topics/orders/configs").text
+    assert 'data-name="min.insync.replicas" data-source="topic"' in page
+    assert "SECURITY_DISABLED" in http.get("/acls").text
+    assert http.get("/api/topics/nope/configs").status_code == 404
 
     assert http.get("/api/reassignments").json()["reassignments"] == []
     assert "No reassignment in progress" in http.get("/reassignments").text
@@ -366,6 +404,88 @@ def test_a_dead_leader_is_flagged_before_zookeeper_notices(
         gatherer.close()
 
 
+def test_acls_read_only(cluster_factory: ClusterFactory) -> None:
+    """ACLs of a cluster with an authorizer: all of them on /acls, those that can apply to
+    a topic (literal, prefixed) beside its configs."""
+    cluster = cluster_factory(
+        brokers=1,
+        config={
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
+        },
+    )
+    create_topic(cluster, "audit", partitions=1, rf=1)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    bindings = [
+        AclBinding(
+            ResourceType.TOPIC,
+            "audit",
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
+        AclBinding(
+            ResourceType.TOPIC,
+            "aud",
+            ResourcePatternType.PREFIXED,
+            "User:mallory",
+            "*",
+            AclOperation.WRITE,
+            AclPermissionType.DENY,
+        ),
+        AclBinding(
+            ResourceType.GROUP,
+            "billing",
+            ResourcePatternType.LITERAL,
+            "User:bob",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
+    ]
+    # The console connects as ANONYMOUS: once a topic has ACLs, it needs its own.
+    bindings.append(
+        AclBinding(
+            ResourceType.TOPIC,
+            "audit",
+            ResourcePatternType.LITERAL,
+            "User:ANONYMOUS",
+            "*",
+            AclOperation.ALL,
+            AclPermissionType.ALLOW,
+        )
+    )
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=30)
+    gatherer = Gatherer(resolve(None, None, cluster.data_dir)).start()
+    try:
+        with TestClient(create_app(gatherer)) as http:
+            every = wait_until(
+                "the four ACLs listed",
+                lambda: len((v := http.get("/api/acls").json())["acls"]) == 4 and v,
+                timeout_s=15,
+            )
+            assert every["unavailable"] is None
+            assert {(a["principal"], a["operation"], a["permission"]) for a in every["acls"]} == {
+                ("User:alice", "READ", "ALLOW"),
+                ("User:mallory", "WRITE", "DENY"),
+                ("User:bob", "READ", "ALLOW"),
+                ("User:ANONYMOUS", "ALL", "ALLOW"),
+            }
+            on_topic = http.get("/api/topics/audit/configs").json()["acls"]["acls"]
+            assert {a["principal"] for a in on_topic} == {
+                "User:alice",
+                "User:mallory",
+                "User:ANONYMOUS",
+            }
+            page = http.get("/acls").text
+            assert page.count('class="acl"') == 4 and 'data-principal="User:bob"' in page
+    finally:
+        gatherer.close()
+
+
 def test_message_browser(cluster_factory: ClusterFactory) -> None:
     """Records by offset and by time, with key, value and headers; an aborted
     transaction's records shown under read_uncommitted and not under read_committed."""
@@ -438,3 +558,21 @@ def test_message_browser(cluster_factory: ClusterFactory) -> None:
             assert when.status_code == 400 and "ISO 8601" in when.json()["error"]
     finally:
         gatherer.close()
+
+
+def test_history_and_charts() -> None:
+    history = History(window_s=60)
+    history.add("hw", 100.0, 0)
+    history.add("hw", 100.2, 5)  # too close to the previous point: dropped
+    history.add("hw", 101.0, 50)
+    history.add("hw", 103.0, 250)
+    history.add("hw", 104.0, 100)  # a new leader with a shorter log
+    history.add("hw", 170.0, 400)  # the first points fall out of the window
+    assert history.points("hw") == [(170.0, 400)]
+    assert rates([(100.0, 0), (101.0, 50), (103.0, 250), (104.0, 100)]) == [
+        (101.0, 50.0),
+        (103.0, 100.0),
+    ]
+    svg = render.chart("records/s", [(100.0, 1.0), (101.0, 3.0)], now=102.0)
+    assert 'data-points="2"' in svg and "<polyline" in svg and "max 3" in svg
+    assert "collecting" in render.chart("ISR size", [], now=102.0)
