@@ -167,7 +167,7 @@ def test_pages_and_json_against_a_real_cluster(
     assert charted["charts"]["ISR size (all partitions)"][-1][1] == sum(
         len(p["isr"]) for p in charted["partitions"]
     )
-    assert 'id="chart-isr-size--all-partitions-"' in http.get("/").text
+    assert 'id="chart-isr-size--all-partitions"' in http.get("/").text
     assert "<svg" in http.get("/topics/orders/0").text
 
     # Topic configs (min.insync.replicas set on the topic) and, with no authorizer, why
