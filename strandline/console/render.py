@@ -323,7 +323,7 @@ def _alert_groups(view: ClusterView) -> str:
             f'<br><span class="small">{shown}</span></td></tr>'
         )
     by_broker = "".join(
-        f'<tr data-broker="{b}"><td><a href="/brokers/{b}">broker {b}</a></td><td>'
+        f'<tr data-alert-broker="{b}"><td><a href="/brokers/{b}">broker {b}</a></td><td>'
         + ", ".join(f"{n} {_e(kind)}" for kind, n in kinds.items())
         + "</td></tr>"
         for b, kinds in view.alerts_by_broker.items()
