@@ -61,6 +61,8 @@ REQUEST_TIMEOUT_S = 3.0
 # An HW that does not move while the leader's log is ahead of it, for this long, means
 # a replica the ISR still names is not fetching.
 HW_STUCK_S = 3.0
+# The charts' background sampling: with no page open the history still fills.
+SAMPLE_EVERY_S = 5.0
 # At start-up: long enough for a busy broker, short enough that a typo fails promptly.
 STARTUP_TIMEOUT_S = 8.0
 ZK_SESSION_TIMEOUT_MS = 10000
@@ -650,6 +652,9 @@ class Gatherer:
         self._hw_seen: dict[tuple[str, int], tuple[int, float]] = {}
         self._hw_lock = threading.Lock()
         self.history = History()
+        self._last_cluster = 0.0
+        self._stopping = threading.Event()
+        self._sampler: threading.Thread | None = None
 
     # --- life cycle ------------------------------------------------------------------
 
@@ -687,7 +692,25 @@ class Gatherer:
                 )
         return self
 
+    def sample_in_background(self) -> Gatherer:
+        """Gather the cluster view every SAMPLE_EVERY_S unless a page just did, so the
+        charts cover the last minutes even before anyone looks."""
+
+        def run() -> None:
+            while not self._stopping.wait(SAMPLE_EVERY_S):
+                if time.time() - self._last_cluster < SAMPLE_EVERY_S - 1:
+                    continue
+                try:
+                    self.cluster()
+                except ConsoleError:
+                    pass  # the pages say why; the chart shows a gap
+
+        self._sampler = threading.Thread(target=run, name="console-sampler", daemon=True)
+        self._sampler.start()
+        return self
+
     def close(self) -> None:
+        self._stopping.set()
         self.admin.close()
         self.scraper.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -864,6 +887,7 @@ class Gatherer:
 
     def cluster(self) -> ClusterView:
         started = time.time()
+        self._last_cluster = started
         errors: list[str] = []
         scraping = self._scrape_soon()
         metadata = self._metadata()
@@ -954,6 +978,15 @@ class Gatherer:
                 "messages in/s", started, sum(x.rates.get(MESSAGES_IN, 0.0) for x in fresh)
             )
         self.history.add("ISR size (all partitions)", started, sum(len(p.isr) for p in partitions))
+        for p in partitions:
+            self.history.add(f"{p.name}:isr", started, len(p.isr))
+            leader = scrapes.get(p.leader)
+            gauges = (
+                leader.replicas.get((p.topic, p.partition)) if leader and leader.fresh else None
+            )
+            if gauges is not None and gauges.high_watermark is not None:
+                if gauges.high_watermark >= 0 and leader is not None and leader.scraped_at:
+                    self.history.add(f"{p.name}:hw", leader.scraped_at, gauges.high_watermark)
         self.history.add(
             "under-replicated partitions", started, sum(p.under_replicated for p in partitions)
         )
@@ -1118,7 +1151,7 @@ class Gatherer:
         errors.extend(offsets_errors)
         unknown = None
         if high is None or low is None:
-            unknown = "; ".join(offsets_errors) or "the leader did not give them"
+            unknown = offsets_errors[-1] if offsets_errors else "the leader did not give them"
         replicas = [self._replica(b, p, live, scrapes.get(b)) for b in p.replicas]
         replicas = _with_distance(replicas)
         key = f"{topic}-{partition}"

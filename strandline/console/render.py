@@ -532,7 +532,11 @@ def partition_fragment(view: PartitionView) -> str:
     scale = max(int(max([*known, hw or 0, 1]) * 1.08), 1)
     why = view.watermarks_unknown or "the leader did not answer"
     hw_text = _opt(hw) if hw is not None else _unknown(why)
-    start_text = _opt(view.log_start_offset) if view.log_start_offset is not None else _unknown(why)
+    start_text = (
+        _opt(view.log_start_offset)
+        if view.log_start_offset is not None
+        else _unknown("as the HW" if hw is None else why)
+    )
     problems = "".join(f'<li class="problem">{_e(x)}</li>' for x in p.problems)
     headline = (
         f'<p class="headline">HW <b id="hw" data-value="{"" if hw is None else hw}">'
