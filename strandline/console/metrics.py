@@ -145,10 +145,10 @@ class Scraper:
             self._base[broker] = (now, scraped.counters)
         elif now - base[0] >= RATE_WINDOW_S:
             elapsed = now - base[0]
+            # A labelled counter absent from the base was never incremented: 0 then (a
+            # follower that just became leader starts counting its topic's messages).
             self._rates[broker] = {
-                k: max(v - base[1].get(k, 0.0), 0.0) / elapsed
-                for k, v in scraped.counters.items()
-                if k in base[1]
+                k: max(v - base[1].get(k, 0.0), 0.0) / elapsed for k, v in scraped.counters.items()
             }
             self._base[broker] = (now, scraped.counters)
         scraped.rates = dict(self._rates.get(broker, {}))
