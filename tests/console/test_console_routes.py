@@ -37,6 +37,7 @@ from strandline.console.gather import (
     group_alerts,
 )
 from strandline.console.history import History, rates
+from strandline.console.metrics import MESSAGES_IN, BrokerScrape, Scraper
 from strandline.console.sources import resolve
 from strandline.coordination.zookeeper_server import free_port
 from strandline.launcher.local_cluster import LocalCluster
@@ -576,3 +577,24 @@ def test_history_and_charts() -> None:
     svg = render.chart("records/s", [(100.0, 1.0), (101.0, 3.0)], now=102.0)
     assert 'data-points="2"' in svg and "<polyline" in svg and "max 3" in svg
     assert "collecting" in render.chart("ISR size", [], now=102.0)
+
+
+def test_rates_from_counters() -> None:
+    """Per-second rates over at least RATE_WINDOW_S; a counter that appears between two
+    scrapes (a follower that became leader) counts from 0; a reset is not negative."""
+    scraper = Scraper({})
+
+    def scraped(at: float, counters: dict[str, float]) -> BrokerScrape:
+        done = BrokerScrape(1, counters=counters, scraped_at=at, fresh=True)
+        scraper._rate(1, done)
+        return done
+
+    assert scraped(100.0, {"requests:Fetch": 10.0}).rates == {}
+    assert scraped(101.0, {"requests:Fetch": 20.0}).rates == {}  # under the window
+    later = scraped(102.0, {"requests:Fetch": 30.0, MESSAGES_IN: 50.0})
+    assert later.rates == {"requests:Fetch": 10.0, MESSAGES_IN: 25.0}
+    assert scraped(104.0, {"requests:Fetch": 1.0, MESSAGES_IN: 60.0}).rates == {
+        "requests:Fetch": 0.0,
+        MESSAGES_IN: 5.0,
+    }
+    scraper.close()
