@@ -84,6 +84,7 @@ def console(
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     # Flushed at once: a script (or a test) waits for this line to learn the port.
     print(f"Strandline console on http://{shown}:{bound_port}/ ({sources.bootstrap})", flush=True)
+    gatherer.sample_in_background()
     server = uvicorn.Server(
         uvicorn.Config(create_app(gatherer), log_level="warning", lifespan="off")
     )

@@ -23,6 +23,10 @@ class NotFoundError(ConsoleError):
     """A topic, partition or group the cluster does not have: a 404 page."""
 
 
+class BadRequestError(ConsoleError):
+    """A form field that makes no sense (an offset that is not a number): a 400 page."""
+
+
 @dataclass(frozen=True)
 class Sources:
     bootstrap: str

@@ -130,6 +130,11 @@ def test_every_tool_and_the_console_on_a_sasl_ssl_cluster(
         assert "sec-g" in _page(url + "api/groups")
         partitions = json.loads(_page(url + "api/topics/sec-t"))
         assert sorted(p["partition"] for p in partitions) == [0, 1]
+        # the message browser's consumer (kafka-python) takes the same TLS/SASL settings
+        read = [json.loads(_page(url + f"api/topics/sec-t/{p}/messages?offset=0")) for p in (0, 1)]
+        assert sum(len(r["messages"]) for r in read) == 4, read
+        acls = json.loads(_page(url + "api/acls"))
+        assert acls["unavailable"] is None and acls["acls"] is not None
 
     # Without --command-config a tool fails in one line, saying what is likely missing.
     refused = _groups[2]("--list", "--bootstrap-server", cluster.bootstrap)

@@ -16,11 +16,28 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from starlette.testclient import TestClient
 
 from strandline.console import render
 from strandline.console.app import create_app
-from strandline.console.gather import Gatherer, Reassignment, ReassignmentsView
+from strandline.console.gather import (
+    Alert,
+    ClusterView,
+    Gatherer,
+    Reassignment,
+    ReassignmentsView,
+    group_alerts,
+)
+from strandline.console.history import History, rates
+from strandline.console.metrics import MESSAGES_IN, BrokerScrape, Scraper
 from strandline.console.sources import resolve
 from strandline.coordination.zookeeper_server import free_port
 from strandline.launcher.local_cluster import LocalCluster
@@ -120,6 +137,53 @@ def test_pages_and_json_against_a_real_cluster(
     assert groups[0]["total_lag"] == RECORDS - 100
     assert "billing" in http.get("/groups").text
 
+    # The broker page: what it leads and hosts, its log dir, its request rates.
+    broker_1 = wait_until(
+        "broker 1's request rates",
+        lambda: (b := http.get("/api/brokers/1").json()) and b["rates"] and b,
+        timeout_s=20,
+    )
+    assert broker_1["broker"]["answering"] is True
+    assert set(broker_1["replicas"]) >= {"orders-0", "orders-1"}
+    assert set(broker_1["leaders"]) <= set(broker_1["replicas"])
+    assert broker_1["under_replicated"] == broker_1["out_of_isr"] == []
+    [log_dir] = broker_1["log_dirs"]
+    assert log_dir["error"] is None and log_dir["size_bytes"] > 0 and log_dir["replicas"] >= 2
+    assert log_dir["usable_bytes"] is None or log_dir["usable_bytes"] > 0
+    assert any(k.startswith("requests/s ") for k in broker_1["rates"])
+    page = http.get("/brokers/1").text
+    assert 'id="log-dirs"' in page and 'class="rate"' in page
+    assert http.get("/api/brokers/9").status_code == 404
+
+    # Charts: every gather adds a point.
+    charted = wait_until(
+        "two points on the cluster's charts",
+        lambda: (
+            (v := http.get("/api/cluster").json())
+            and len(v["charts"]["ISR size (all partitions)"]) >= 2
+            and v
+        ),
+        timeout_s=15,
+    )
+    assert charted["charts"]["ISR size (all partitions)"][-1][1] == sum(
+        len(p["isr"]) for p in charted["partitions"]
+    )
+    assert 'id="chart-isr-size--all-partitions"' in http.get("/").text
+    assert "<svg" in http.get("/topics/orders/0").text
+
+    # Topic configs (min.insync.replicas set on the topic) and, with no authorizer, why
+    # there are no ACLs to show.
+    configs = http.get("/api/topics/orders/configs").json()
+    by_name = {c["name"]: c for c in configs["configs"]}
+    assert by_name["min.insync.replicas"]["value"] == "2"
+    assert by_name["min.insync.replicas"]["source"] == "topic"
+    assert by_name["cleanup.policy"]["source"] != "topic"
+    assert "SECURITY_DISABLED" in configs["acls"]["unavailable"]
+    page = http.get("/topics/orders/configs").text
+    assert 'data-name="min.insync.replicas" data-source="topic"' in page
+    assert "SECURITY_DISABLED" in http.get("/acls").text
+    assert http.get("/api/topics/nope/configs").status_code == 404
+
     assert http.get("/api/reassignments").json()["reassignments"] == []
     assert "No reassignment in progress" in http.get("/reassignments").text
 
@@ -131,6 +195,24 @@ def test_pages_and_json_against_a_real_cluster(
     assert any(e["event"] == "become-leader" for e in timeline["entries"])
     everything = http.get("/api/timeline").json()["total"]
     assert everything > timeline["total"]
+    # Filters: broker, event kind; internal topics (the billing commit made
+    # __consumer_offsets) hidden unless asked for.
+    default = http.get("/api/timeline").json()
+    assert default["hidden_internal"] > 0
+    assert not any(str(e.get("topic") or "").startswith("__") for e in default["entries"])
+    with_internal = http.get("/api/timeline", params={"internal": "1"}).json()
+    assert with_internal["total"] == default["total"] + default["hidden_internal"]
+    assert any(e.get("topic") == "__consumer_offsets" for e in with_internal["entries"])
+    of_broker_2 = http.get("/api/timeline", params={"broker": "2"}).json()
+    assert of_broker_2["total"] > 0 and {e["broker"] for e in of_broker_2["entries"]} == {2}
+    leaders = http.get("/api/timeline", params={"event": "become-leader"}).json()
+    assert leaders["total"] == default["kinds"]["become-leader"] > 0
+    assert {e["event"] for e in leaders["entries"]} == {"become-leader"}
+    some_leader = str(leaders["entries"][0]["broker"])
+    page = http.get("/timeline", params={"event": "become-leader", "broker": some_leader}).text
+    assert 'name="event" value="become-leader"' in page and 'data-kind="become-leader"' in page
+    assert "of internal topics hidden" in http.get("/timeline").text
+    assert http.get("/timeline", params={"broker": "x"}).status_code == 404
     page = http.get("/timeline", params={"topic": "orders", "partition": "0"})
     assert page.status_code == 200 and 'name="topic" value="orders"' in page.text
     assert "become-leader" in page.text
@@ -165,10 +247,43 @@ def test_pages_and_json_against_a_real_cluster(
         timeout_s=20,
     )
     assert [b["alive"] for b in view["brokers"]] == [True, True, False]
+    grouped = {(g["kind"], g["topic"]): g for g in view["alert_groups"]}
+    orders_urp = grouped[("under-replicated", "orders")]
+    assert (orders_urp["count"], orders_urp["brokers"]) == (2, [3])
+    assert orders_urp["subjects"] == ["orders-0", "orders-1"]
+    assert view["alerts_by_broker"]["3"]["under-replicated"] >= 2
     [dead] = [r for r in http.get("/api/topics/orders/0").json()["replicas"] if r["broker"] == 3]
     assert not dead["alive"] and not dead["in_isr"]
     assert dead["log_end_offset"] == RECORDS  # from the last scrape that worked
     assert "last seen" in (dead["error"] or "")
+    dead_page = wait_until(
+        "broker 3's page to show it down",
+        lambda: (b := http.get("/api/brokers/3").json()) and not b["broker"]["alive"] and b,
+        timeout_s=20,
+    )
+    assert dead_page["log_dirs"] == [] and dead_page["log_dirs_unknown"]
+    assert dead_page["rates"] == {} and "does not answer" in dead_page["rates_unknown"]
+    assert set(dead_page["out_of_isr"]) >= {"orders-0", "orders-1"}
+
+
+def test_alerts_are_grouped_by_kind_topic_and_brokers() -> None:
+    """110 partitions under-replicated by one dead broker: one row with a count."""
+    alerts = [
+        Alert("under-replicated", f"orders-{i}", "ISR [1,2]", "orders", (3,)) for i in range(110)
+    ]
+    alerts += [Alert("under-replicated", "audit-0", "ISR [2,3]", "audit", (1,))]
+    alerts += [Alert("broker-down", "broker 3", "not registered", brokers=(3,))]
+    groups, by_broker = group_alerts(alerts)
+    assert [(g.kind, g.topic, g.brokers, g.count) for g in groups] == [
+        ("broker-down", None, (3,), 1),
+        ("under-replicated", "audit", (1,), 1),
+        ("under-replicated", "orders", (3,), 110),
+    ]
+    assert by_broker == {1: {"under-replicated": 1}, 3: {"under-replicated": 110}}
+    view = ClusterView([], 1, 1, [], alerts, [], time.time(), groups, by_broker)
+    html = render.cluster_fragment(view)
+    assert html.count('class="alarm alert-group"') == 3
+    assert 'data-count="110"' in html and "and 102 more" in html
 
 
 def test_reassignment_rendering() -> None:
@@ -218,3 +333,268 @@ def test_bad_input_is_one_clear_line(cluster_factory: ClusterFactory, tmp_path: 
         with urllib.request.urlopen(url, timeout=10) as answer:
             body = answer.read().decode()
         assert 'data-broker="1"' in body
+
+
+def test_a_dead_leader_is_flagged_before_zookeeper_notices(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """The longest session the test ZooKeeper allows (4 s): for that long the state znode
+    still names the SIGKILLed leader and its ISR. The console must not show it green, must
+    show no sentinel as a number, and must answer promptly throughout."""
+    cluster = cluster_factory(brokers=3, zookeeper_session_timeout_ms=4000)
+    create_topic(cluster, "orders", partitions=1, rf=3)
+    _produce(cluster, "orders", 0, RECORDS)
+    gatherer = Gatherer(resolve(None, None, cluster.data_dir)).start()
+    try:
+        with TestClient(create_app(gatherer)) as http:
+            first = wait_until(
+                "every replica of orders-0 fresh and caught up",
+                lambda: (
+                    (v := http.get("/api/topics/orders/0").json())
+                    and all(r["fresh"] and r["log_end_offset"] == RECORDS for r in v["replicas"])
+                    and v
+                ),
+                timeout_s=20,
+            )
+            assert first["partition"]["problems"] == []
+            assert all(r["behind"] == 0 for r in first["replicas"] if not r["leader"])
+            leader = first["partition"]["leader"]
+            cluster.kill(leader, "KILL")
+            killed_at = time.time()
+            flagged_in: float | None = None
+            seen_in_isr = False
+            slowest = 0.0
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                asked = time.monotonic()
+                view = http.get("/api/topics/orders/0").json()
+                slowest = max(slowest, time.monotonic() - asked)
+                assert view["taken_at"] >= killed_at  # stamped with when it was gathered
+                for r in view["replicas"]:
+                    for key in ("log_start_offset", "log_end_offset", "high_watermark", "behind"):
+                        assert r[key] is None or r[key] >= 0, (key, r)
+                    if r["broker"] != leader:
+                        continue
+                    assert r["answering"] is False and not r["fresh"], r
+                    if r["in_isr"]:
+                        seen_in_isr = True
+                        # In ZooKeeper's ISR, but never shown as a healthy member.
+                        assert r["problems"], r
+                p = view["partition"]
+                for key in ("high_watermark", "log_start_offset"):
+                    assert view[key] is None or view[key] >= 0
+                if p["leader"] == leader:
+                    assert any("leader not answering" in x for x in p["problems"]), p
+                    flagged_in = flagged_in or time.time() - killed_at
+                if p["leader"] not in (leader, -1) and leader not in p["isr"]:
+                    break
+            else:
+                raise AssertionError("the controller never moved the leadership")
+            print(
+                f"dead leader in ZooKeeper's ISR seen: {seen_in_isr}; flagged "
+                f"{flagged_in if flagged_in is None else round(flagged_in, 2)} s after the "
+                f"kill; slowest answer {slowest:.2f} s"
+            )
+            assert slowest < 5.0
+            cluster_view = http.get("/api/cluster").json()
+            [dead] = [b for b in cluster_view["brokers"] if b["id"] == leader]
+            assert dead["answering"] is False
+            page = http.get("/topics/orders/0").text
+            assert "-1001" not in page and "-1 " not in page
+    finally:
+        gatherer.close()
+
+
+def test_acls_read_only(cluster_factory: ClusterFactory) -> None:
+    """ACLs of a cluster with an authorizer: all of them on /acls, those that can apply to
+    a topic (literal, prefixed) beside its configs."""
+    cluster = cluster_factory(
+        brokers=1,
+        config={
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
+        },
+    )
+    create_topic(cluster, "audit", partitions=1, rf=1)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    bindings = [
+        AclBinding(
+            ResourceType.TOPIC,
+            "audit",
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
+        AclBinding(
+            ResourceType.TOPIC,
+            "aud",
+            ResourcePatternType.PREFIXED,
+            "User:mallory",
+            "*",
+            AclOperation.WRITE,
+            AclPermissionType.DENY,
+        ),
+        AclBinding(
+            ResourceType.GROUP,
+            "billing",
+            ResourcePatternType.LITERAL,
+            "User:bob",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
+    ]
+    # The console connects as ANONYMOUS: once a topic has ACLs, it needs its own.
+    bindings.append(
+        AclBinding(
+            ResourceType.TOPIC,
+            "audit",
+            ResourcePatternType.LITERAL,
+            "User:ANONYMOUS",
+            "*",
+            AclOperation.ALL,
+            AclPermissionType.ALLOW,
+        )
+    )
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=30)
+    gatherer = Gatherer(resolve(None, None, cluster.data_dir)).start()
+    try:
+        with TestClient(create_app(gatherer)) as http:
+            every = wait_until(
+                "the four ACLs listed",
+                lambda: len((v := http.get("/api/acls").json())["acls"]) == 4 and v,
+                timeout_s=15,
+            )
+            assert every["unavailable"] is None
+            assert {(a["principal"], a["operation"], a["permission"]) for a in every["acls"]} == {
+                ("User:alice", "READ", "ALLOW"),
+                ("User:mallory", "WRITE", "DENY"),
+                ("User:bob", "READ", "ALLOW"),
+                ("User:ANONYMOUS", "ALL", "ALLOW"),
+            }
+            on_topic = http.get("/api/topics/audit/configs").json()["acls"]["acls"]
+            assert {a["principal"] for a in on_topic} == {
+                "User:alice",
+                "User:mallory",
+                "User:ANONYMOUS",
+            }
+            page = http.get("/acls").text
+            assert page.count('class="acl"') == 4 and 'data-principal="User:bob"' in page
+    finally:
+        gatherer.close()
+
+
+def test_message_browser(cluster_factory: ClusterFactory) -> None:
+    """Records by offset and by time, with key, value and headers; an aborted
+    transaction's records shown under read_uncommitted and not under read_committed."""
+    cluster = cluster_factory(brokers=1)
+    create_topic(cluster, "events", partitions=1, rf=1)
+    p = producer(cluster)
+    for i in range(5):
+        p.produce(
+            "events",
+            key=f"k{i}".encode(),
+            value=f"v{i}".encode(),
+            partition=0,
+            headers=[("source", b"test"), ("n", str(i).encode())],
+        )
+    p.produce("events", key=None, value=b"\xff\x00binary", partition=0)
+    assert p.flush(30) == 0
+    between = int(time.time() * 1000)
+    txn = producer(cluster, **{"transactional.id": "console-browser"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce("events", value=b"aborted-1", partition=0)
+    txn.produce("events", value=b"aborted-2", partition=0)
+    txn.flush(30)
+    txn.abort_transaction(30)
+    txn.begin_transaction()
+    txn.produce("events", value=b"committed-1", partition=0)
+    txn.commit_transaction(30)
+
+    gatherer = Gatherer(resolve(None, None, cluster.data_dir)).start()
+    try:
+        with TestClient(create_app(gatherer)) as http:
+            first = http.get("/api/topics/events/0/messages", params={"offset": "0"}).json()
+            assert "messages" in first, first
+            values = [m["value"]["text"] for m in first["messages"]]
+            assert values[:5] == ["v0", "v1", "v2", "v3", "v4"]
+            assert "aborted-1" in values and "committed-1" in values
+            m0 = first["messages"][0]
+            assert (m0["offset"], m0["key"]["text"]) == (0, "k0")
+            assert m0["headers"] == [
+                ["source", {"text": "test", "size": 4, "binary": False, "cut": False}],
+                ["n", {"text": "0", "size": 1, "binary": False, "cut": False}],
+            ]
+            binary = first["messages"][5]
+            assert binary["key"]["text"] is None and binary["value"]["binary"]
+            assert binary["value"]["text"].startswith("ff 00")
+
+            committed = http.get(
+                "/api/topics/events/0/messages",
+                params={"offset": "0", "isolation": "read_committed"},
+            ).json()
+            values = [m["value"]["text"] for m in committed["messages"]]
+            assert "aborted-1" not in values and "aborted-2" not in values
+            assert values[-1] == "committed-1" and values[:5] == ["v0", "v1", "v2", "v3", "v4"]
+
+            by_time = http.get(
+                "/api/topics/events/0/messages", params={"timestamp": str(between)}
+            ).json()
+            assert by_time["start"] >= 6
+            assert by_time["messages"][0]["value"]["text"] == "aborted-1"
+
+            page = http.get("/topics/events/0/messages", params={"offset": "1", "limit": "2"})
+            assert page.status_code == 200 and 'data-src="' not in page.text  # not polled
+            assert page.text.count('class="message"') == 2
+            assert '<code class="key">k1</code>' in page.text and 'id="next"' in page.text
+            bad = http.get("/topics/events/0/messages", params={"offset": "x"})
+            assert bad.status_code == 400 and "offset must be a number" in bad.text
+            assert 'id="browse"' in bad.text  # the form stays, to fix the field
+            assert http.get("/api/topics/events/3/messages").status_code == 404
+            when = http.get("/api/topics/events/0/messages", params={"timestamp": "yesterday"})
+            assert when.status_code == 400 and "ISO 8601" in when.json()["error"]
+    finally:
+        gatherer.close()
+
+
+def test_history_and_charts() -> None:
+    history = History(window_s=60)
+    history.add("hw", 100.0, 0)
+    history.add("hw", 100.2, 5)  # too close to the previous point: dropped
+    history.add("hw", 101.0, 50)
+    history.add("hw", 103.0, 250)
+    history.add("hw", 104.0, 100)  # a new leader with a shorter log
+    history.add("hw", 170.0, 400)  # the first points fall out of the window
+    assert history.points("hw") == [(170.0, 400)]
+    assert rates([(100.0, 0), (101.0, 50), (103.0, 250), (104.0, 100)]) == [
+        (101.0, 50.0),
+        (103.0, 100.0),
+    ]
+    svg = render.chart("records/s", [(100.0, 1.0), (101.0, 3.0)], now=102.0)
+    assert 'data-points="2"' in svg and "<polyline" in svg and "max 3" in svg
+    assert "collecting" in render.chart("ISR size", [], now=102.0)
+
+
+def test_rates_from_counters() -> None:
+    """Per-second rates over at least RATE_WINDOW_S; a counter that appears between two
+    scrapes (a follower that became leader) counts from 0; a reset is not negative."""
+    scraper = Scraper({})
+
+    def scraped(at: float, counters: dict[str, float]) -> BrokerScrape:
+        done = BrokerScrape(1, counters=counters, scraped_at=at, fresh=True)
+        scraper._rate(1, done)
+        return done
+
+    assert scraped(100.0, {"requests:Fetch": 10.0}).rates == {}
+    assert scraped(101.0, {"requests:Fetch": 20.0}).rates == {}  # under the window
+    later = scraped(102.0, {"requests:Fetch": 30.0, MESSAGES_IN: 50.0})
+    assert later.rates == {"requests:Fetch": 10.0, MESSAGES_IN: 25.0}
+    assert scraped(104.0, {"requests:Fetch": 1.0, MESSAGES_IN: 60.0}).rates == {
+        "requests:Fetch": 0.0,
+        MESSAGES_IN: 5.0,
+    }
+    scraper.close()
