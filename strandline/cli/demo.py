@@ -114,6 +114,7 @@ def run_demo(
             for problem in check.problems[:10]:
                 console.print(f"[red]{problem}")
             raise typer.Exit(1)
+        _outputs(data_dir)
         console.print(
             f"[green]exactly once: read read_committed, `{PAGE_COUNTS}` holds every "
             f"micro-batch's update once and its final counts match the "
@@ -163,12 +164,32 @@ def _create_topics(bootstrap: str) -> None:
         future.result(60)
 
 
+QUIET_LOG4J = """\
+rootLogger.level = error
+# PySpark's gateway is Spark's "shell": unless its logger is set, Spark prints which level
+# it chose for the shell.
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+
+
 def _spark_session(data_dir: Path, master: str):  # type: ignore[no-untyped-def]
     from strandline.spark import register
     from strandline.spark.session import session_builder
 
+    # Spark's start-up WARN lines (native Hadoop, spark.local.dir) came before the demo's
+    # own output; the driver logs errors only, from its first line.
+    log4j = data_dir / "log4j2.properties"
+    log4j.write_text(QUIET_LOG4J)
     spark = (
         session_builder(master, "strandline-demo")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -440,6 +461,18 @@ def _check_topic(spark, bootstrap: str, expected: Counter[tuple[int, str]]) -> T
     for window, page in sorted(set(final) - set(expected)):
         check.problems.append(f"page {page}, minute {window}: counted, but no click produced")
     return check
+
+
+def _outputs(data_dir: Path) -> None:
+    """Where the run left what it wrote (the next run of the demo starts it afresh)."""
+    where = data_dir.resolve()
+    console.print(f"output kept in {where}:")
+    for name, what in (
+        ("page-counts.parquet", "per-minute page counts, Parquet (spark.read.parquet)"),
+        ("checkpoint", "the streaming query's checkpoint (offsets, commits, state)"),
+        ("cluster", "the brokers' logs, state-change.log and data; ZooKeeper's data"),
+    ):
+        console.print(f"  {where / name}  {what}")
 
 
 def _summary(stats: RunStats, total: int, windows: int, check: TopicCheck, seconds: float) -> None:
