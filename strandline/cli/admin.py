@@ -26,6 +26,7 @@ from rich.table import Table
 
 from strandline.cli import tool_console
 from strandline.cli.configs import Entity, alter_entity
+from strandline.cli.kafka_text import OUTPUT_HELP, check_output
 from strandline.client.admin import AdminClient, AdminError, AdminSettings, BlockingAdmin
 from strandline.controller.assignment import propose_reassignment
 from strandline.errors import KafkaError
@@ -207,11 +208,35 @@ def _ids(ids: Any) -> str:
     return ",".join(str(int(i)) for i in ids) or "-"
 
 
-def list_reassignments(admin: Admin) -> None:
+def list_reassignments(admin: Admin, output: str = "kafka") -> None:
     """Kafka's --list: every partition being moved, with AR, adding and removing."""
     ongoing = ongoing_reassignments(admin)
+    if output == "json":
+        print(
+            json.dumps(
+                [
+                    {
+                        "topic": tp.topic,
+                        "partition": tp.partition,
+                        "replicas": [int(r) for r in p.replicas],
+                        "adding": [int(r) for r in p.adding_replicas],
+                        "removing": [int(r) for r in p.removing_replicas],
+                    }
+                    for tp, p in sorted(ongoing.items())
+                ]
+            )
+        )
+        return
     if not ongoing:
-        console.print("No partition reassignments found.")
+        print("No partition reassignments found.")
+        return
+    if output == "kafka":
+        # kafka-reassign-partitions.sh's lines; adding/removing only when there are some.
+        print("Current partition reassignments:")
+        for tp, p in sorted(ongoing.items()):
+            adding = f" adding: {_ids(p.adding_replicas)}." if p.adding_replicas else ""
+            removing = f" removing: {_ids(p.removing_replicas)}." if p.removing_replicas else ""
+            print(f"{tp.topic}-{tp.partition}: replicas: {_ids(p.replicas)}.{adding}{removing}")
         return
     table = Table("TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING")
     for tp, p in sorted(ongoing.items()):
@@ -382,8 +407,12 @@ def reassign(
         None, "--throttle", min=1, help="Replication bytes/s while moving (--execute)"
     ),
     command_config: Path | None = COMMAND_CONFIG,
+    output: str = typer.Option("kafka", "--output", help=f"--list: {OUTPUT_HELP}"),
 ) -> None:
     """Move partitions to new replicas (kafka-reassign-partitions.sh)."""
+    bad_output = check_output(output)
+    if bad_output is not None:
+        raise _fail(bad_output)
     with connect(bootstrap_server, command_config, "strandline-reassign") as admin:
         chosen = [
             flag
@@ -419,7 +448,7 @@ def reassign(
             if reassignment_json_file is not None:
                 raise _fail("--list takes no --reassignment-json-file")
             try:
-                list_reassignments(admin)
+                list_reassignments(admin, output)
             except (AdminError, OSError, ValueError) as e:
                 raise _fail(str(e)) from e
             return
@@ -468,10 +497,21 @@ def reassign(
                 )
             else:
                 status = verify_reassignment(admin, wanted)
+                # kafka-reassign-partitions.sh's sentences.
+                print("Status of partition reassignment:")
+                now = _partition_replicas(_metadata(admin)) if "failed" in status.values() else {}
                 for tp, state in status.items():
-                    console.print(
-                        f"Reassignment of partition {tp.topic}-{tp.partition} is {state}."
-                    )
+                    name = f"{tp.topic}-{tp.partition}"
+                    if state == "completed":
+                        print(f"Reassignment of partition {name} is completed.")
+                    elif state == "in progress":
+                        print(f"Reassignment of partition {name} is still in progress.")
+                    else:
+                        actual = _ids(now[tp][1]) if tp in now else "-"
+                        print(
+                            f"There is no active reassignment of partition {name}, but "
+                            f"replica set is {actual} rather than {_ids(wanted[tp])}."
+                        )
                 if all(state == "completed" for state in status.values()):
                     clear_throttle(admin, {tp.topic for tp in wanted})
                 if any(s == "failed" for s in status.values()):
@@ -559,25 +599,36 @@ def elect(
             results = elect_leaders(admin, ELECTION_TYPES[election_type], tps)
         except (AdminError, OSError) as e:
             raise _fail(str(e)) from e
-        elected = [tp for tp, (code, _m) in results.items() if code == ErrorCode.none]
+        # kafka-leader-election.sh's lines: the elected, the ones that needed none, then
+        # each failure, and a non-zero exit if any failed.
+        kind = election_type.upper()
+
+        def names(wanted: Any) -> str:
+            return ", ".join(
+                f"{tp.topic}-{tp.partition}" for tp, (code, _m) in sorted(results.items())
+                if wanted(code)
+            )  # fmt: skip
+
+        elected = names(lambda code: code == ErrorCode.none)
         if elected:
-            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(elected))
-            console.print(f"Successfully completed leader election ({election_type}) for: {names}")
+            print(f"Successfully completed leader election ({kind}) for partitions {elected}")
+        noop = names(lambda code: code == ErrorCode.election_not_needed)
+        if noop:
+            print(f"Valid replica already elected for partitions {noop}")
         if not results:
-            console.print("Valid replica already elected for every partition")
-        failed = False
-        for tp, (code, message) in sorted(results.items()):
-            if code == ErrorCode.election_not_needed:
-                console.print(
-                    f"Valid replica already elected for partition {tp.topic}-{tp.partition}"
-                )
-            elif code != ErrorCode.none:
-                failed = True
-                err_console.print(
-                    f"Election for {tp.topic}-{tp.partition} failed: {code.name} {message}"
-                )
+            print("Valid replica already elected for every partition")
+        failed = {
+            tp: (code, message)
+            for tp, (code, message) in sorted(results.items())
+            if code not in (ErrorCode.none, ErrorCode.election_not_needed)
+        }
+        for tp, (code, message) in failed.items():
+            print(
+                f"Error completing leader election ({kind}) for partition: "
+                f"{tp.topic}-{tp.partition}: {code.name.upper()}{f': {message}' if message else ''}"
+            )
         if failed:
-            raise typer.Exit(code=1)
+            raise _fail(f"{len(failed)} replica(s) could not be elected")
 
 
 # --- verify-replicas ----------------------------------------------------------------------

@@ -29,16 +29,37 @@ RECORDS = 50
 
 
 def listed(bootstrap: str) -> list[list[str]]:
-    """--list's rows: topic, partition, replicas, adding, removing."""
+    """--list's rows: topic, partition, replicas, adding, removing, from Kafka's lines
+    ("t-0: replicas: 1,2. adding: 2. removing: 1."), checked against the table and JSON."""
     out = ok("--list", "--bootstrap-server", bootstrap)
-    rows = [
+    if out == "No partition reassignments found.\n":
+        rows = []
+    else:
+        heading, *lines = out.splitlines()
+        assert heading == "Current partition reassignments:", out
+        rows = []
+        for line in lines:
+            match = KAFKA_LINE.fullmatch(line)
+            assert match is not None, line
+            rows.append(
+                [match["topic"], match["partition"], match["replicas"]]
+                + [match["adding"] or "-", match["removing"] or "-"]
+            )
+    table = ok("--list", "--output", "table", "--bootstrap-server", bootstrap)
+    assert rows == [
         [c.strip() for c in re.split("[│┃]", line.strip().strip("│┃"))]
-        for line in out.splitlines()
+        for line in table.splitlines()
         if "│" in line
     ]
-    if not rows:
-        assert "No partition reassignments found." in out, out
+    as_json = json.loads(ok("--list", "--output", "json", "--bootstrap-server", bootstrap))
+    assert len(as_json) == len(rows)
     return rows
+
+
+KAFKA_LINE = re.compile(
+    r"(?P<topic>.+)-(?P<partition>\d+): replicas: (?P<replicas>[\d,]+)\."
+    r"(?: adding: (?P<adding>[\d,]+)\.)?(?: removing: (?P<removing>[\d,]+)\.)?"
+)
 
 
 def replicas(bootstrap: str) -> list[int]:
@@ -97,7 +118,10 @@ def test_list_and_cancel_a_reassignment_stuck_on_a_paused_broker(
         # AR = original + target while the move runs; the new replica cannot catch up.
         moving = [TOPIC, "0", f"{paused},{controller}", str(controller), str(paused)]
         assert listed(bootstrap) == [moving]
-        assert "is in progress" in ok("--verify", *f, *b)
+        assert ok("--verify", *f, *b) == (
+            "Status of partition reassignment:\n"
+            f"Reassignment of partition {TOPIC}-0 is still in progress.\n"
+        )
         # Still moving once the frozen broker's session is gone and it counts as dead.
         wait_until(
             f"broker {paused} to leave the cluster", lambda: paused not in live_brokers(bootstrap)
@@ -115,7 +139,11 @@ def test_list_and_cancel_a_reassignment_stuck_on_a_paused_broker(
         "the revert to complete",
         lambda: listed(bootstrap) == [] and replicas(bootstrap) == [paused],
     )
-    assert "failed" in reassign("--verify", *f, *b).stdout, "the move did not happen"
+    assert reassign("--verify", *f, *b).stdout == (
+        "Status of partition reassignment:\n"
+        f"There is no active reassignment of partition {TOPIC}-0, but replica set is "
+        f"{paused} rather than {controller}.\n"
+    ), "the move did not happen"
     assert consumed(cluster.bootstrap) == [b"r%03d" % i for i in range(RECORDS)]
 
 
