@@ -257,7 +257,8 @@ def cancel_reassignments(admin: Admin, wanted: dict[TopicPartition, list[int]]) 
     cancelled = sorted(tp for tp, (code, _m) in results.items() if code == ErrorCode.none)
     if cancelled:
         names = ",".join(f"{tp.topic}-{tp.partition}" for tp in cancelled)
-        console.print(f"Successfully cancelled partition reassignments for: {names}")
+        plural = "" if len(cancelled) == 1 else "s"
+        print(f"Successfully cancelled partition reassignment{plural} for: {names}")
     failed = {tp: r for tp, r in sorted(results.items()) if r[0] != ErrorCode.none}
     for tp, (code, message) in failed.items():
         reason = (
@@ -309,9 +310,9 @@ def set_throttle(admin: Admin, wanted: Mapping[TopicPartition, list[int]], rate:
         [("broker", str(b), {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)}) for b in brokers]
         + [("topic", topic, dict(lists)) for topic, lists in topics.items()],
     )
-    console.print(
-        f"Throttle of {rate} B/s set on brokers {sorted(brokers)}. Run --verify until the "
-        "reassignment completes: it removes the throttle."
+    # Kafka's line; the brokers it was set on are ours (Kafka does not name them).
+    print(
+        f"The inter-broker throttle limit was set to {rate} B/s (brokers {_ids(sorted(brokers))})"
     )
 
 
@@ -326,8 +327,11 @@ def clear_throttle(admin: Admin, topics: set[str]) -> None:
             for topic in sorted(topics)
         ],
     )
-    console.print(f"Clearing broker-level throttles on brokers {brokers}")
-    console.print(f"Clearing topic-level throttles on topics {sorted(topics)}")
+    # kafka-reassign-partitions.sh's lines.
+    plural = "" if len(brokers) == 1 else "s"
+    print(f"Clearing broker-level throttles on broker{plural} {_ids(brokers)}")
+    plural = "" if len(topics) == 1 else "s"
+    print(f"Clearing topic-level throttles on topic{plural} {','.join(sorted(topics))}")
 
 
 def _broker_ids(admin: Admin) -> list[int]:
@@ -371,13 +375,18 @@ def generate_reassignment(
         return {
             "version": 1,
             "partitions": [
-                {"topic": t, "partition": p, "replicas": r}
+                {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
                 for t, parts in sorted(layout.items())
                 for p, r in sorted(parts.items())
             ],
         }
 
     return as_json(current), as_json(proposed)
+
+
+def _compact(document: Any) -> str:
+    """JSON as Kafka's tools write it: no spaces."""
+    return json.dumps(document, separators=(",", ":"))
 
 
 REASSIGN_ACTIONS = ("--execute", "--verify", "--list", "--cancel", "--generate")
@@ -439,10 +448,9 @@ def reassign(
                 )
             except (AdminError, OSError, ValueError, KeyError, TypeError) as e:
                 raise _fail(str(e)) from e
-            console.print("Current partition replica assignment")
-            console.print(json.dumps(now), soft_wrap=True)
-            console.print("Proposed partition reassignment configuration")
-            console.print(json.dumps(proposed), soft_wrap=True)
+            # kafka-reassign-partitions.sh's lines and compact JSON.
+            print(f"Current partition replica assignment\n{_compact(now)}\n")
+            print(f"Proposed partition reassignment configuration\n{_compact(proposed)}")
             return
         if list_:
             if reassignment_json_file is not None:
@@ -466,25 +474,27 @@ def reassign(
                 cancel_reassignments(admin, wanted)
             elif execute:
                 current = _partition_replicas(_metadata(admin))
-                console.print("Current partition replica assignment")
-                console.print(
-                    json.dumps(
+                # kafka-reassign-partitions.sh's: the rollback plan, then the outcome.
+                rollback = {
+                    "version": 1,
+                    "partitions": [
                         {
-                            "version": 1,
-                            "partitions": [
-                                {
-                                    "topic": tp.topic,
-                                    "partition": tp.partition,
-                                    "replicas": current[tp][1],
-                                }
-                                for tp in sorted(wanted)
-                                if tp in current
-                            ],
+                            "topic": tp.topic,
+                            "partition": tp.partition,
+                            "replicas": current[tp][1],
+                            "log_dirs": ["any"] * len(current[tp][1]),
                         }
-                    ),
-                    soft_wrap=True,
-                )
+                        for tp in sorted(wanted)
+                        if tp in current
+                    ],
+                }
+                print(f"Current partition replica assignment\n\n{_compact(rollback)}\n")
+                print("Save this to use as the --reassignment-json-file option during rollback")
                 if throttle is not None:
+                    print(
+                        "Warning: You must run --verify periodically, until the reassignment "
+                        "completes, to ensure the throttle is removed."
+                    )
                     set_throttle(admin, wanted, throttle)
                 results = execute_reassignment(admin, wanted)
                 failed = {tp: r for tp, r in results.items() if r[0] != ErrorCode.none}
@@ -492,9 +502,9 @@ def reassign(
                     err_console.print(f"{tp.topic}-{tp.partition}: {code.name} {message or ''}")
                 if failed:
                     raise typer.Exit(code=1)
-                console.print(
-                    f"Successfully started partition reassignments for {len(results)} partitions"
-                )
+                names = ",".join(f"{tp.topic}-{tp.partition}" for tp in sorted(results))
+                plural = "" if len(results) == 1 else "s"
+                print(f"Successfully started partition reassignment{plural} for {names}")
             else:
                 status = verify_reassignment(admin, wanted)
                 # kafka-reassign-partitions.sh's sentences.
