@@ -19,7 +19,8 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strandline.cli.admin import _metadata
-from tests.cli.support import tool
+from strandline.cli.main import app
+from tests.cli.support import runner, tool
 from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
 
@@ -106,6 +107,14 @@ def test_list_and_cancel_a_reassignment_stuck_on_a_paused_broker(
     b = ("--bootstrap-server", bootstrap)
     f = ("--reassignment-json-file", str(plan))
     assert listed(bootstrap) == []
+    # kafka-leader-election.sh's line for a partition led by its preferred replica.
+    elected = runner.invoke(
+        app, ["elect", *b, "--election-type", "PREFERRED", "--topic", TOPIC, "--partition", "0"]
+    )
+    assert (elected.exit_code, elected.stdout) == (
+        0,
+        f"Valid replica already elected for partitions {TOPIC}-0\n",
+    )
     line = fails("--cancel", *f, *b)
     assert "no reassignment in progress" in line and "NO_REASSIGNMENT_IN_PROGRESS" in line
     # Bad flags: one line each.
