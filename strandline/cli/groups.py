@@ -996,7 +996,8 @@ def _describe_flags(
     if output == "json":
         print(json.dumps([_view_json(v, view) for v in existing]))
     elif output == "kafka":
-        for v in existing:
+        # Kafka prints the groups in id order, whatever order --group named them in.
+        for v in sorted(existing, key=lambda v: v.group):
             _warn_state(v)
             if view == "--offsets" and v.rows:
                 print("\n".join(offsets_lines(v)))
