@@ -26,6 +26,7 @@ from rich.table import Table
 
 from strandline.cli import tool_console
 from strandline.cli.configs import Entity, alter_entity
+from strandline.cli.kafka_text import OUTPUT_HELP, check_output
 from strandline.client.admin import AdminClient, AdminError, AdminSettings, BlockingAdmin
 from strandline.controller.assignment import propose_reassignment
 from strandline.errors import KafkaError
@@ -207,11 +208,35 @@ def _ids(ids: Any) -> str:
     return ",".join(str(int(i)) for i in ids) or "-"
 
 
-def list_reassignments(admin: Admin) -> None:
+def list_reassignments(admin: Admin, output: str = "kafka") -> None:
     """Kafka's --list: every partition being moved, with AR, adding and removing."""
     ongoing = ongoing_reassignments(admin)
+    if output == "json":
+        print(
+            json.dumps(
+                [
+                    {
+                        "topic": tp.topic,
+                        "partition": tp.partition,
+                        "replicas": [int(r) for r in p.replicas],
+                        "adding": [int(r) for r in p.adding_replicas],
+                        "removing": [int(r) for r in p.removing_replicas],
+                    }
+                    for tp, p in sorted(ongoing.items())
+                ]
+            )
+        )
+        return
     if not ongoing:
-        console.print("No partition reassignments found.")
+        print("No partition reassignments found.")
+        return
+    if output == "kafka":
+        # kafka-reassign-partitions.sh's lines; adding/removing only when there are some.
+        print("Current partition reassignments:")
+        for tp, p in sorted(ongoing.items()):
+            adding = f" adding: {_ids(p.adding_replicas)}." if p.adding_replicas else ""
+            removing = f" removing: {_ids(p.removing_replicas)}." if p.removing_replicas else ""
+            print(f"{tp.topic}-{tp.partition}: replicas: {_ids(p.replicas)}.{adding}{removing}")
         return
     table = Table("TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING")
     for tp, p in sorted(ongoing.items()):
@@ -232,7 +257,8 @@ def cancel_reassignments(admin: Admin, wanted: dict[TopicPartition, list[int]]) 
     cancelled = sorted(tp for tp, (code, _m) in results.items() if code == ErrorCode.none)
     if cancelled:
         names = ",".join(f"{tp.topic}-{tp.partition}" for tp in cancelled)
-        console.print(f"Successfully cancelled partition reassignments for: {names}")
+        plural = "" if len(cancelled) == 1 else "s"
+        print(f"Successfully cancelled partition reassignment{plural} for: {names}")
     failed = {tp: r for tp, r in sorted(results.items()) if r[0] != ErrorCode.none}
     for tp, (code, message) in failed.items():
         reason = (
@@ -284,9 +310,9 @@ def set_throttle(admin: Admin, wanted: Mapping[TopicPartition, list[int]], rate:
         [("broker", str(b), {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)}) for b in brokers]
         + [("topic", topic, dict(lists)) for topic, lists in topics.items()],
     )
-    console.print(
-        f"Throttle of {rate} B/s set on brokers {sorted(brokers)}. Run --verify until the "
-        "reassignment completes: it removes the throttle."
+    # Kafka's line; the brokers it was set on are ours (Kafka does not name them).
+    print(
+        f"The inter-broker throttle limit was set to {rate} B/s (brokers {_ids(sorted(brokers))})"
     )
 
 
@@ -301,8 +327,11 @@ def clear_throttle(admin: Admin, topics: set[str]) -> None:
             for topic in sorted(topics)
         ],
     )
-    console.print(f"Clearing broker-level throttles on brokers {brokers}")
-    console.print(f"Clearing topic-level throttles on topics {sorted(topics)}")
+    # kafka-reassign-partitions.sh's lines.
+    plural = "" if len(brokers) == 1 else "s"
+    print(f"Clearing broker-level throttles on broker{plural} {_ids(brokers)}")
+    plural = "" if len(topics) == 1 else "s"
+    print(f"Clearing topic-level throttles on topic{plural} {','.join(sorted(topics))}")
 
 
 def _broker_ids(admin: Admin) -> list[int]:
@@ -346,13 +375,18 @@ def generate_reassignment(
         return {
             "version": 1,
             "partitions": [
-                {"topic": t, "partition": p, "replicas": r}
+                {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
                 for t, parts in sorted(layout.items())
                 for p, r in sorted(parts.items())
             ],
         }
 
     return as_json(current), as_json(proposed)
+
+
+def _compact(document: Any) -> str:
+    """JSON as Kafka's tools write it: no spaces."""
+    return json.dumps(document, separators=(",", ":"))
 
 
 REASSIGN_ACTIONS = ("--execute", "--verify", "--list", "--cancel", "--generate")
@@ -382,8 +416,12 @@ def reassign(
         None, "--throttle", min=1, help="Replication bytes/s while moving (--execute)"
     ),
     command_config: Path | None = COMMAND_CONFIG,
+    output: str = typer.Option("kafka", "--output", help=f"--list: {OUTPUT_HELP}"),
 ) -> None:
     """Move partitions to new replicas (kafka-reassign-partitions.sh)."""
+    bad_output = check_output(output)
+    if bad_output is not None:
+        raise _fail(bad_output)
     with connect(bootstrap_server, command_config, "strandline-reassign") as admin:
         chosen = [
             flag
@@ -410,16 +448,15 @@ def reassign(
                 )
             except (AdminError, OSError, ValueError, KeyError, TypeError) as e:
                 raise _fail(str(e)) from e
-            console.print("Current partition replica assignment")
-            console.print(json.dumps(now), soft_wrap=True)
-            console.print("Proposed partition reassignment configuration")
-            console.print(json.dumps(proposed), soft_wrap=True)
+            # kafka-reassign-partitions.sh's lines and compact JSON.
+            print(f"Current partition replica assignment\n{_compact(now)}\n")
+            print(f"Proposed partition reassignment configuration\n{_compact(proposed)}")
             return
         if list_:
             if reassignment_json_file is not None:
                 raise _fail("--list takes no --reassignment-json-file")
             try:
-                list_reassignments(admin)
+                list_reassignments(admin, output)
             except (AdminError, OSError, ValueError) as e:
                 raise _fail(str(e)) from e
             return
@@ -437,25 +474,27 @@ def reassign(
                 cancel_reassignments(admin, wanted)
             elif execute:
                 current = _partition_replicas(_metadata(admin))
-                console.print("Current partition replica assignment")
-                console.print(
-                    json.dumps(
+                # kafka-reassign-partitions.sh's: the rollback plan, then the outcome.
+                rollback = {
+                    "version": 1,
+                    "partitions": [
                         {
-                            "version": 1,
-                            "partitions": [
-                                {
-                                    "topic": tp.topic,
-                                    "partition": tp.partition,
-                                    "replicas": current[tp][1],
-                                }
-                                for tp in sorted(wanted)
-                                if tp in current
-                            ],
+                            "topic": tp.topic,
+                            "partition": tp.partition,
+                            "replicas": current[tp][1],
+                            "log_dirs": ["any"] * len(current[tp][1]),
                         }
-                    ),
-                    soft_wrap=True,
-                )
+                        for tp in sorted(wanted)
+                        if tp in current
+                    ],
+                }
+                print(f"Current partition replica assignment\n\n{_compact(rollback)}\n")
+                print("Save this to use as the --reassignment-json-file option during rollback")
                 if throttle is not None:
+                    print(
+                        "Warning: You must run --verify periodically, until the reassignment "
+                        "completes, to ensure the throttle is removed."
+                    )
                     set_throttle(admin, wanted, throttle)
                 results = execute_reassignment(admin, wanted)
                 failed = {tp: r for tp, r in results.items() if r[0] != ErrorCode.none}
@@ -463,15 +502,26 @@ def reassign(
                     err_console.print(f"{tp.topic}-{tp.partition}: {code.name} {message or ''}")
                 if failed:
                     raise typer.Exit(code=1)
-                console.print(
-                    f"Successfully started partition reassignments for {len(results)} partitions"
-                )
+                names = ",".join(f"{tp.topic}-{tp.partition}" for tp in sorted(results))
+                plural = "" if len(results) == 1 else "s"
+                print(f"Successfully started partition reassignment{plural} for {names}")
             else:
                 status = verify_reassignment(admin, wanted)
+                # kafka-reassign-partitions.sh's sentences.
+                print("Status of partition reassignment:")
+                now = _partition_replicas(_metadata(admin)) if "failed" in status.values() else {}
                 for tp, state in status.items():
-                    console.print(
-                        f"Reassignment of partition {tp.topic}-{tp.partition} is {state}."
-                    )
+                    name = f"{tp.topic}-{tp.partition}"
+                    if state == "completed":
+                        print(f"Reassignment of partition {name} is completed.")
+                    elif state == "in progress":
+                        print(f"Reassignment of partition {name} is still in progress.")
+                    else:
+                        actual = _ids(now[tp][1]) if tp in now else "-"
+                        print(
+                            f"There is no active reassignment of partition {name}, but "
+                            f"replica set is {actual} rather than {_ids(wanted[tp])}."
+                        )
                 if all(state == "completed" for state in status.values()):
                     clear_throttle(admin, {tp.topic for tp in wanted})
                 if any(s == "failed" for s in status.values()):
@@ -559,25 +609,36 @@ def elect(
             results = elect_leaders(admin, ELECTION_TYPES[election_type], tps)
         except (AdminError, OSError) as e:
             raise _fail(str(e)) from e
-        elected = [tp for tp, (code, _m) in results.items() if code == ErrorCode.none]
+        # kafka-leader-election.sh's lines: the elected, the ones that needed none, then
+        # each failure, and a non-zero exit if any failed.
+        kind = election_type.upper()
+
+        def names(wanted: Any) -> str:
+            return ", ".join(
+                f"{tp.topic}-{tp.partition}" for tp, (code, _m) in sorted(results.items())
+                if wanted(code)
+            )  # fmt: skip
+
+        elected = names(lambda code: code == ErrorCode.none)
         if elected:
-            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(elected))
-            console.print(f"Successfully completed leader election ({election_type}) for: {names}")
+            print(f"Successfully completed leader election ({kind}) for partitions {elected}")
+        noop = names(lambda code: code == ErrorCode.election_not_needed)
+        if noop:
+            print(f"Valid replica already elected for partitions {noop}")
         if not results:
-            console.print("Valid replica already elected for every partition")
-        failed = False
-        for tp, (code, message) in sorted(results.items()):
-            if code == ErrorCode.election_not_needed:
-                console.print(
-                    f"Valid replica already elected for partition {tp.topic}-{tp.partition}"
-                )
-            elif code != ErrorCode.none:
-                failed = True
-                err_console.print(
-                    f"Election for {tp.topic}-{tp.partition} failed: {code.name} {message}"
-                )
+            print("Valid replica already elected for every partition")
+        failed = {
+            tp: (code, message)
+            for tp, (code, message) in sorted(results.items())
+            if code not in (ErrorCode.none, ErrorCode.election_not_needed)
+        }
+        for tp, (code, message) in failed.items():
+            print(
+                f"Error completing leader election ({kind}) for partition: "
+                f"{tp.topic}-{tp.partition}: {code.name.upper()}{f': {message}' if message else ''}"
+            )
         if failed:
-            raise typer.Exit(code=1)
+            raise _fail(f"{len(failed)} replica(s) could not be elected")
 
 
 # --- verify-replicas ----------------------------------------------------------------------

@@ -24,6 +24,7 @@ its security keys (security.protocol, sasl.*, ssl.*) work there:
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from strandline.cli import rdkafka, tool_console
+from strandline.cli.kafka_text import OUTPUT_HELP, check_output
 from strandline.client.admin import (
     DEFAULT_TIMEOUT_S,
     AdminClient,
@@ -308,6 +310,40 @@ def _synonyms(synonyms: Iterable[tuple[str, str | None, int]]) -> str:
     )
 
 
+def kafka_lines(entity: Entity, configs: list[Config], all_: bool) -> list[str]:
+    """kafka-configs.sh --describe: the heading, then `  name=value sensitive=... synonyms=
+    {SOURCE:name=value, ...}` per config, sorted by name; a sensitive value is null, as
+    the broker never sends it."""
+    shown = configs if all_ else [c for c in configs if c.source == entity.own_source()]
+    return [entity.heading(all_)] + [
+        f"  {c.name}={'null' if c.sensitive or c.value is None else c.value} "
+        f"sensitive={'true' if c.sensitive else 'false'} synonyms={{{_synonyms(c.synonyms)}}}"
+        for c in shown
+    ]
+
+
+def config_json(entity: Entity, configs: list[Config], all_: bool) -> dict[str, object]:
+    shown = configs if all_ else [c for c in configs if c.source == entity.own_source()]
+    return {
+        "entity_type": entity.kind,
+        "entity_name": entity.name or None,  # None: the cluster-wide broker default
+        "configs": [
+            {
+                "name": c.name,
+                "value": None if c.sensitive else c.value,
+                "source": SOURCE_NAMES.get(c.source, str(c.source)),
+                "read_only": c.read_only,
+                "sensitive": c.sensitive,
+                "synonyms": [
+                    {"name": n, "value": v, "source": SOURCE_NAMES.get(src, str(src))}
+                    for n, v, src in c.synonyms
+                ],
+            }
+            for c in shown
+        ],
+    }
+
+
 def print_configs(entity: Entity, configs: list[Config], all_: bool) -> None:
     shown = configs if all_ else [c for c in configs if c.source == entity.own_source()]
     console.print(escape(entity.heading(all_)), soft_wrap=True)
@@ -371,15 +407,19 @@ def resolve_entity(
     return kind, name.strip() if name is not None else None
 
 
-async def run_describe(session: AdminSession, kind: str, name: str | None, all_: bool) -> None:
+async def run_describe(
+    session: AdminSession, kind: str, name: str | None, all_: bool, output: str = "kafka"
+) -> None:
     if name is None:
+        # Every broker, then the cluster-wide default, as kafka-configs.sh lists them.
         names = (
             sorted(session.topics)
             if kind == "topics"
-            else [str(b) for b in sorted(session.brokers)]
+            else [str(b) for b in sorted(session.brokers)] + [""]
         )
     else:
         names = [name]
+    documents = []
     for entity_name in names:
         entity = Entity(kind, entity_name)
         if entity.broker_id is not None:
@@ -390,7 +430,14 @@ async def run_describe(session: AdminSession, kind: str, name: str | None, all_:
             if name is None:
                 continue  # deleted since Metadata listed it
             raise
-        print_configs(entity, configs, all_)
+        if output == "kafka":
+            print("\n".join(kafka_lines(entity, configs, all_)))
+        elif output == "json":
+            documents.append(config_json(entity, configs, all_))
+        else:
+            print_configs(entity, configs, all_)
+    if output == "json":
+        print(json.dumps(documents))
 
 
 async def run_alter(
@@ -619,12 +666,16 @@ def configs(
         "--command-config",
         help="Client properties file (client.id, request.timeout.ms, security settings)",
     ),
+    output: str = typer.Option("kafka", "--output", help=f"--describe: {OUTPUT_HELP}"),
 ) -> None:
     """Describe and alter topic and broker configs and users' SCRAM credentials
     (kafka-configs.sh)."""
     try:
         if not bootstrap_server:
             raise ConfigToolError("--bootstrap-server is required")
+        bad_output = check_output(output)
+        if bad_output is not None:
+            raise ConfigToolError(bad_output)
         if describe_ == alter:
             raise ConfigToolError("give exactly one of --describe, --alter")
         kind, name = resolve_entity(
@@ -656,7 +707,7 @@ def configs(
         async def run() -> None:
             async with AdminSession(bootstrap, settings) as session:
                 if describe_:
-                    await run_describe(session, kind, name, all_)
+                    await run_describe(session, kind, name, all_, output)
                 else:
                     assert name is not None
                     await run_alter(session, Entity(kind, name), add, delete)

@@ -187,12 +187,13 @@ def _records_json(
                 "headers": len(record.headers),
                 "sequence": last_sequence(header.base_sequence, delta) if has_sequence else -1,
             }
+            entry["header_keys"] = [key for key, _ in record.headers]
             if header.is_control:
                 entry["control_type"] = _CONTROL_TYPES.get(record.type, f"UNKNOWN({record.type})")
+                entry["coordinator_epoch"] = _coordinator_epoch(record.value)
             if print_data:
                 entry["key"] = escape_bytes(record.key)
                 entry["value"] = escape_bytes(record.value)
-                entry["header_keys"] = [key for key, _ in record.headers]
             records.append(entry)
     # kafka-python reports bad record bytes with its own error types, the codecs with
     # theirs and struct with struct.error: whichever it is, the batch is unreadable.
@@ -203,6 +204,13 @@ def _records_json(
             position=header.position,
         )
     return records
+
+
+def _coordinator_epoch(value: bytes | None) -> int | None:
+    """An end transaction marker's value: version (int16), coordinator epoch (int32)."""
+    if value is None or len(value) < 6:
+        return None
+    return int.from_bytes(value[2:6], "big", signed=True)
 
 
 def segment_batches(
@@ -253,33 +261,42 @@ def _bool(value: bool) -> str:
 
 
 def batch_line(batch: dict[str, Any]) -> str:
+    """kafka-dump-log.sh's batch line, its fields in its order (DumpLogSegments'
+    printBatchLevel); a delete horizon is only ever set by a cleaner, which this log's
+    batches never carry, so it is always empty."""
     return (
         f"baseOffset: {batch['base_offset']} lastOffset: {batch['last_offset']} "
-        f"count: {batch['count']} position: {batch['position']} size: {batch['size']} "
-        f"magic: {batch['magic']} compresscodec: {batch['compression']} "
-        f"crc: {batch['crc']} isValid: {_bool(batch['crc_valid'])} "
+        f"count: {batch['count']} baseSequence: {batch['base_sequence']} "
+        f"lastSequence: {batch['last_sequence']} producerId: {batch['producer_id']} "
+        f"producerEpoch: {batch['producer_epoch']} "
         f"partitionLeaderEpoch: {batch['partition_leader_epoch']} "
-        f"producerId: {batch['producer_id']} producerEpoch: {batch['producer_epoch']} "
-        f"baseSequence: {batch['base_sequence']} lastSequence: {batch['last_sequence']} "
         f"isTransactional: {_bool(batch['is_transactional'])} "
-        f"isControl: {_bool(batch['is_control'])} "
-        f"baseTimestamp: {batch['base_timestamp']} "
-        f"{batch['timestamp_type']}: {batch['max_timestamp']}"
+        f"isControl: {_bool(batch['is_control'])} deleteHorizonMs: OptionalLong.empty "
+        f"position: {batch['position']} {batch['timestamp_type']}: {batch['max_timestamp']} "
+        f"size: {batch['size']} magic: {batch['magic']} "
+        f"compresscodec: {batch['compression']} crc: {batch['crc']} "
+        f"isvalid: {_bool(batch['crc_valid'])}"
     )
 
 
 def record_line(record: dict[str, Any], timestamp_type: str) -> str:
+    """kafka-dump-log.sh's record line: `| offset: ... sequence: S headerKeys: [...]`, an
+    end marker's type, and with --print-data-log the key (when there is one) and payload
+    (when there is one)."""
     line = (
         f"| offset: {record['offset']} {timestamp_type}: {record['timestamp']} "
         f"keySize: {record['key_size']} valueSize: {record['value_size']} "
-        f"headers: {record['headers']} sequence: {record['sequence']}"
+        f"sequence: {record['sequence']} headerKeys: [{','.join(record['header_keys'])}]"
     )
     if "control_type" in record:
         line += f" endTxnMarker: {record['control_type']}"
-    if "key" in record:
-        key = "null" if record["key"] is None else record["key"]
-        value = "null" if record["value"] is None else record["value"]
-        line += f" headerKeys: [{','.join(record['header_keys'])}] key: {key} payload: {value}"
+        if record.get("coordinator_epoch") is not None:
+            line += f" coordinatorEpoch: {record['coordinator_epoch']}"
+    elif "key" in record:
+        if record["key"] is not None:
+            line += f" key: {record['key']}"
+        if record["value"] is not None:
+            line += f" payload: {record['value']}"
     return line
 
 
@@ -580,10 +597,13 @@ def dump_log(
 def _print_text(dump: Dump, batches: Iterator[dict[str, Any]]) -> None:
     if dump.kind == UNREADABLE:
         return  # nothing to show but the error, which goes to stderr
-    label = dump.kind
-    if "base_offset" in dump.body:
-        label += f", base offset {dump.body['base_offset']}"
-    typer.echo(f"Dumping {dump.path} ({label})")
+    # Kafka's heading; the files kafka-dump-log.sh does not read say what we took them for.
+    if dump.kind in (SEGMENT, OFFSET_INDEX, TIME_INDEX, PRODUCER_SNAPSHOT):
+        typer.echo(f"Dumping {dump.path}")
+    else:
+        typer.echo(f"Dumping {dump.path} ({dump.kind})")
+    if dump.kind == SEGMENT and "base_offset" in dump.body:
+        typer.echo(f"Log starting offset: {dump.body['base_offset']}")
     reported = 0
     for batch in batches:
         typer.echo(batch_line(batch))

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from strandline.cli import tool_console
+from strandline.cli.kafka_text import OUTPUT_HELP, check_output, left
 from strandline.client.admin import AdminClient, AdminError, AdminSettings
 from strandline.protocol.messages import build, request_module
 from strandline.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
@@ -567,6 +570,143 @@ def _partitions_text(partitions: list[TopicPartition]) -> str:
     return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items()))
 
 
+def _warn_state(view: GroupView) -> None:
+    """What kafka-consumer-groups.sh tells stderr about a group before its lines."""
+    if view.state == "Empty":
+        print(f"\nConsumer group '{view.group}' has no active members.", file=sys.stderr)
+    elif view.state in ("PreparingRebalance", "CompletingRebalance"):
+        print(f"\nWarning: Consumer group '{view.group}' is rebalancing.", file=sys.stderr)
+
+
+def _row_cells(group: str, row: PartitionRow) -> list[str]:
+    return [
+        group,
+        row.tp.topic,
+        str(row.tp.partition),
+        _fmt(row.current),
+        _fmt(row.log_end),
+        _fmt(row.lag),
+        row.member_id,
+        row.host,
+        row.client_id,
+    ]
+
+
+def offsets_lines(view: GroupView) -> list[str]:
+    """kafka-consumer-groups.sh --describe [--offsets]: a blank line, the header, a line
+    per partition; columns as wide as their content (15 at least), as Kafka sizes them."""
+    rows = [_row_cells(view.group, r) for r in view.rows]
+    header = [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    width = {i: max([15] + [len(r[i]) for r in rows]) for i in (0, 1, 6, 7)}
+    width.update({2: 10, 3: 15, 4: 15, 5: 15})
+    return [""] + [
+        " ".join(left(cell, width[i]) for i, cell in enumerate(cells[:8])) + " " + cells[8]
+        for cells in [header, *rows]
+    ]
+
+
+def _assignment_text(partitions: list[TopicPartition]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return (
+        ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items()))
+        or "-"
+    )
+
+
+def members_lines(view: GroupView, verbose: bool) -> list[str]:
+    """--describe --members: GROUP-INSTANCE-ID only when a member has one, ASSIGNMENT with
+    --verbose, as kafka-consumer-groups.sh prints them (its trailing spaces included)."""
+    with_instance = any(m.group_instance_id for m in view.members)
+    rows = [
+        [view.group, m.member_id]
+        + ([m.group_instance_id or ""] if with_instance else [])
+        + [m.host, m.client_id, str(len(m.partitions))]
+        for m in view.members
+    ]
+    header = ["GROUP", "CONSUMER-ID"]
+    header += ["GROUP-INSTANCE-ID"] if with_instance else []
+    header += ["HOST", "CLIENT-ID", "#PARTITIONS"]
+    minimum = [15, 15] + ([17] if with_instance else []) + [15, 15, 15]
+    widths = [
+        max([m] + [len(r[i]) for r in rows]) if i < len(header) - 1 else m
+        for i, m in enumerate(minimum)
+    ]
+
+    def line(cells: list[str]) -> str:
+        return "".join(f"{left(c, w)} " for c, w in zip(cells, widths, strict=True))
+
+    out = ["", line(header) + ("ASSIGNMENT" if verbose else "")]
+    for cells, m in zip(rows, view.members, strict=True):
+        out.append(line(cells) + (_assignment_text(m.partitions) if verbose else ""))
+    return out
+
+
+def state_lines(view: GroupView) -> list[str]:
+    """--describe --state: a blank line, the header and the group's line, per group.
+    Kafka sizes the first column by the coordinator's text (and gives the coordinator
+    column 25); so do we, for scripts that cut columns by position."""
+    node, host, port = view.coordinator
+    coordinator = f"{host}:{port}  ({node})"
+    first = max(25, len(coordinator))
+    cells = [
+        ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+        [view.group, coordinator, view.assignor, view.state, str(len(view.members))],
+    ]
+    return [""] + [
+        f"{left(c[0], first)} {left(c[1], 25)} {left(c[2], 20)} {left(c[3], 15)} {c[4]}"
+        for c in cells
+    ]
+
+
+def _view_json(view: GroupView, view_name: str) -> dict[str, Any]:
+    node, host, port = view.coordinator
+    out: dict[str, Any] = {"group": view.group, "state": view.state}
+    if view_name == "--offsets":
+        out["partitions"] = [
+            {
+                "topic": r.tp.topic,
+                "partition": r.tp.partition,
+                "current_offset": r.current,
+                "log_end_offset": r.log_end,
+                "lag": r.lag,
+                "consumer_id": None if r.member_id == "-" else r.member_id,
+                "host": None if r.host == "-" else r.host,
+                "client_id": None if r.client_id == "-" else r.client_id,
+            }
+            for r in view.rows
+        ]
+    elif view_name == "--members":
+        out["members"] = [
+            {
+                "consumer_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "host": m.host,
+                "client_id": m.client_id,
+                "partitions": [
+                    {"topic": tp.topic, "partition": tp.partition} for tp in m.partitions
+                ],
+            }
+            for m in view.members
+        ]
+    else:
+        out["coordinator"] = {"id": node, "host": host, "port": port}
+        out["assignment_strategy"] = view.assignor
+        out["members"] = len(view.members)
+    return out
+
+
 def _print_offsets(view: GroupView) -> None:
     if not view.members:
         console.print(f"Consumer group {escape(repr(view.group))} has no active members.")
@@ -716,8 +856,13 @@ def groups_flags(
     ),
     execute: bool = typer.Option(False, "--execute", help="--reset-offsets: commit"),
     dry_run: bool = typer.Option(False, "--dry-run", help="--reset-offsets: only show (default)"),
+    output: str = typer.Option("kafka", "--output", help=OUTPUT_HELP),
 ) -> None:
-    given = [name for name, value in ctx.params.items() if value not in (None, False, [], ())]
+    given = [
+        name
+        for name, value in ctx.params.items()
+        if value not in (None, False, [], ()) and not (name == "output" and value == "kafka")
+    ]
     if ctx.invoked_subcommand is not None:
         if given:
             raise _fail(f"the subcommand {ctx.invoked_subcommand!r} takes its own options")
@@ -734,6 +879,9 @@ def groups_flags(
     action = chosen[0]
     if bootstrap_server is None:
         raise _fail("--bootstrap-server is required")
+    bad_output = check_output(output)
+    if bad_output is not None:
+        raise _fail(bad_output)
     views = [flag for flag, on in zip(VIEWS, (offsets, members, state), strict=True) if on]
     reset_modes = [
         flag
@@ -778,14 +926,13 @@ def groups_flags(
             except OSError as e:
                 raise GroupToolError(f"--from-file {from_file}: {e.strerror}") from e
         if action == "--list":
-            for group_id in sorted({g[0] for g in asyncio.run(_list(bootstrap_server, settings))}):
-                print(group_id)
+            _list_flags(asyncio.run(_list(bootstrap_server, settings)), output)
         elif action == "--describe":
-            _describe_flags(bootstrap_server, group, all_groups, views, verbose, settings)
+            _describe_flags(bootstrap_server, group, all_groups, views, verbose, settings, output)
         elif action == "--delete":
             _delete_flags(bootstrap_server, group, all_groups, settings)
         elif action == "--delete-offsets":
-            _delete_offsets_flags(bootstrap_server, group[0], topics, settings)
+            _delete_offsets_flags(bootstrap_server, group[0], topic, topics, settings, output)
         else:
             _reset_flags(
                 bootstrap_server,
@@ -803,11 +950,33 @@ def groups_flags(
                 by_duration=duration,
                 from_file=planned,
                 export=export,
+                output=output,
             )
     except (AdminError, typer.BadParameter) as e:
         raise _fail(e) from e
     except OSError as e:
         raise _fail(f"no answer from {bootstrap_server}: {e}") from e
+
+
+def _list_flags(groups: list[tuple[str, str, str, int]], output: str) -> None:
+    """--list: Kafka's one group id a line; the table adds type, state and coordinator."""
+    if output == "kafka":
+        for group_id in sorted({g[0] for g in groups}):
+            print(group_id)
+    elif output == "json":
+        print(
+            json.dumps(
+                [
+                    {"group": g, "protocol_type": t or None, "state": s, "coordinator": b}
+                    for g, t, s, b in sorted(groups)
+                ]
+            )
+        )
+    else:
+        table = Table("GROUP", "PROTOCOL-TYPE", "STATE", "COORDINATOR")
+        for group_id, protocol_type, state, broker_id in sorted(groups):
+            table.add_row(escape(group_id), escape(protocol_type or "-"), state, str(broker_id))
+        console.print(table)
 
 
 def _describe_flags(
@@ -817,26 +986,40 @@ def _describe_flags(
     views: list[str],
     verbose: bool,
     settings: ClientSettings,
+    output: str = "kafka",
 ) -> None:
     view = views[0] if views else "--offsets"
     found = asyncio.run(
         describe_groups(bootstrap, groups, all_groups, view == "--offsets", settings)
     )
     existing = [v for v in found if v.exists]
-    if view == "--state" and existing:
-        _print_states(existing)
-    for v in existing:
-        if view == "--offsets":
-            _print_offsets(v)
-        elif view == "--members":
-            _print_members(v, verbose)
+    if output == "json":
+        print(json.dumps([_view_json(v, view) for v in existing]))
+    elif output == "kafka":
+        # Kafka prints the groups in id order, whatever order --group named them in.
+        for v in sorted(existing, key=lambda v: v.group):
+            _warn_state(v)
+            if view == "--offsets" and v.rows:
+                print("\n".join(offsets_lines(v)))
+            elif view == "--members" and v.members:
+                print("\n".join(members_lines(v, verbose)))
+            elif view == "--state":
+                print("\n".join(state_lines(v)))
+    else:
+        if view == "--state" and existing:
+            _print_states(existing)
+        for v in existing:
+            if view == "--offsets":
+                _print_offsets(v)
+            elif view == "--members":
+                _print_members(v, verbose)
     missing = [v.group for v in found if not v.exists]
     if missing:
         for name in missing[:-1]:
             message = _group_error(name, _NOT_FOUND)
             err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
         raise GroupToolError(_group_error(missing[-1], _NOT_FOUND))
-    if all_groups and not found:
+    if all_groups and not found and output == "table":
         console.print("No consumer groups.")
 
 
@@ -863,14 +1046,45 @@ def _delete_flags(
 
 
 def _delete_offsets_flags(
-    bootstrap: str, group: str, topics: dict[str, list[int] | None], settings: ClientSettings
+    bootstrap: str,
+    group: str,
+    given: list[str],
+    topics: dict[str, list[int] | None],
+    settings: ClientSettings,
+    output: str = "kafka",
 ) -> None:
     results = asyncio.run(delete_offsets(bootstrap, group, topics, settings))
-    table = Table("TOPIC", "PARTITION", "STATUS", title=escape(f"group {group}"))
-    for tp, code in sorted(results.items()):
-        status = "Successful" if code == ErrorCode.none else f"Error: {code.name.upper()}"
-        table.add_row(escape(tp.topic), str(tp.partition), status)
-    console.print(table)
+
+    def status(code: ErrorCode) -> str:
+        return "Successful" if code == ErrorCode.none else f"Error: {code.name.upper()}"
+
+    if output == "json":
+        print(
+            json.dumps(
+                [
+                    {
+                        "topic": tp.topic,
+                        "partition": tp.partition,
+                        "error": None if code == ErrorCode.none else code.name.upper(),
+                    }
+                    for tp, code in sorted(results.items())
+                ]
+            )
+        )
+    elif output == "kafka":
+        if all(code == ErrorCode.none for code in results.values()):
+            print(
+                f"Request succeed for deleting offsets with topic {', '.join(given)} group {group}"
+            )
+        lines = [("TOPIC", "PARTITION", "STATUS")] + [
+            (tp.topic, str(tp.partition), status(code)) for tp, code in sorted(results.items())
+        ]
+        print("".join(f"\n{left(t, 30)} {left(p, 15)} {left(st, 15)}" for t, p, st in lines))
+    else:
+        table = Table("TOPIC", "PARTITION", "STATUS", title=escape(f"group {group}"))
+        for tp, code in sorted(results.items()):
+            table.add_row(escape(tp.topic), str(tp.partition), status(code))
+        console.print(table)
     failed = {tp: code for tp, code in results.items() if code != ErrorCode.none}
     if not failed:
         return
@@ -909,6 +1123,7 @@ def _reset_flags(
     by_duration: datetime.timedelta | None = None,
     from_file: dict[str, dict[TopicPartition, int]] | None = None,
     export: bool = False,
+    output: str = "kafka",
 ) -> None:
     async def ids() -> list[str]:
         async with ClusterClient(bootstrap, settings) as client:
@@ -924,6 +1139,7 @@ def _reset_flags(
                 f"--from-file names groups not asked for: {', '.join(sorted(named - set(chosen)))}"
             )
     exported: list[str] = []
+    plans: list[tuple[str, str, dict[TopicPartition, int]]] = []
     for group in chosen:
         mine = None
         if from_file is not None:
@@ -957,6 +1173,36 @@ def _reset_flags(
                 for tp, offset in sorted(new.items())
             ]
         else:
-            console.print(_reset_table(group, state, new, execute))
+            plans.append((group, state, new))
     if export:
         print("\n".join(exported))
+    elif output == "json":
+        print(
+            json.dumps(
+                [
+                    {"group": g, "topic": tp.topic, "partition": tp.partition, "new_offset": o}
+                    for g, _state, new in plans
+                    for tp, o in sorted(new.items())
+                ]
+            )
+        )
+    elif output == "kafka":
+        print("\n".join(reset_lines(plans)))
+    else:
+        for group, state, new in plans:
+            console.print(_reset_table(group, state, new, execute))
+
+
+def reset_lines(plans: list[tuple[str, str, dict[TopicPartition, int]]]) -> list[str]:
+    """kafka-consumer-groups.sh's reset plan: one header for every group's lines."""
+    rows = [
+        (g, tp.topic, str(tp.partition), str(o))
+        for g, _s, new in plans
+        for tp, o in sorted(new.items())
+    ]
+    if not rows:
+        return [""]
+    return [""] + [
+        f"{left(g, 30)} {left(t, 30)} {left(p, 10)} {left(o, 15)}"
+        for g, t, p, o in [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), *rows]
+    ]

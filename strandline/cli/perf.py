@@ -8,6 +8,7 @@ Kafka's summary line (or one JSON object with --json). Produce latency is Kafka'
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 import uuid
@@ -267,10 +268,13 @@ def consume(
     ] = None,
     command_config: CommandConfigOption = None,
     as_json: JsonOption = False,
+    hide_header: Annotated[
+        bool, typer.Option("--hide-header", help="No header line before the stats")
+    ] = False,
 ) -> None:
     """Consume --messages records from the beginning in a consumer group and report
     throughput, the time to join the group and the fetch rate
-    (kafka-consumer-perf-test.sh)."""
+    (kafka-consumer-perf-test.sh: its header and comma-separated line by default)."""
     try:
         config = _client_config(bootstrap_server, command_config, consumer_props or [])
         config.setdefault("group.id", group or f"perf-consumer-{uuid.uuid4().hex[:8]}")
@@ -280,6 +284,8 @@ def consume(
         summary = _consume(config, topic, messages, timeout_ms / 1000)
     except (PerfError, rdkafka.ClientError) as e:
         raise _fail(str(e)) from e
+    if not as_json and not hide_header:
+        print(CONSUME_HEADER)
     _report(summary, as_json, _consume_line)
 
 
@@ -292,6 +298,7 @@ def _consume(config: dict[str, Any], topic: str, wanted: int, idle_s: float) -> 
     watch = rdkafka.Watch(str(config["bootstrap.servers"]))
     consumer = rdkafka.create(Consumer, watch.config(config), "--consumer-props")
     started = time.perf_counter()
+    started_wall = time.time()
     consumer.subscribe([topic], on_assign=on_assign)
     count = size = 0
     last_record = started
@@ -333,22 +340,37 @@ def _consume(config: dict[str, Any], topic: str, wanted: int, idle_s: float) -> 
     return {
         "records": count,
         "seconds": round(seconds, 3),
+        "start_time_ms": int(started_wall * 1000),
+        "end_time_ms": int((started_wall + seconds) * 1000),
         "mb": round(size / MB, 4),
-        "mb_per_s": round(size / MB / seconds, 2),
-        "records_per_s": round(count / seconds, 1),
+        "mb_per_s": round(size / MB / seconds, 4),
+        "records_per_s": round(count / seconds, 4),
         "rebalance_time_ms": round(rebalance * 1000, 1),
         "fetch_time_ms": round(fetch_seconds * 1000, 1),
-        "fetch_mb_per_s": round(size / MB / fetch_seconds, 2),
-        "fetch_records_per_s": round(count / fetch_seconds, 1),
+        "fetch_mb_per_s": round(size / MB / fetch_seconds, 4),
+        "fetch_records_per_s": round(count / fetch_seconds, 4),
     }
 
 
+CONSUME_HEADER = (
+    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+)
+
+
+def _kafka_time(ms: int) -> str:
+    """Kafka's default --date-format, yyyy-MM-dd HH:mm:ss:SSS, in local time."""
+    when = datetime.datetime.fromtimestamp(ms / 1000)
+    return f"{when:%Y-%m-%d %H:%M:%S}:{ms % 1000:03d}"
+
+
 def _consume_line(s: dict[str, Any]) -> str:
+    """kafka-consumer-perf-test.sh's line: "%s, %s, %.4f, %.4f, %d, %.4f, %d, %d, %.4f, %.4f"."""
     return (
-        f"{s['records']} records consumed, {s['mb']:.4f} MB in {s['seconds']:.3f} s: "
-        f"{s['mb_per_s']:.2f} MB/sec, {s['records_per_s']:.1f} records/sec; "
-        f"rebalance {s['rebalance_time_ms']:.0f} ms, fetch {s['fetch_mb_per_s']:.2f} MB/sec, "
-        f"{s['fetch_records_per_s']:.1f} records/sec."
+        f"{_kafka_time(s['start_time_ms'])}, {_kafka_time(s['end_time_ms'])}, "
+        f"{s['mb']:.4f}, {s['mb_per_s']:.4f}, {s['records']}, {s['records_per_s']:.4f}, "
+        f"{s['rebalance_time_ms']:.0f}, {s['fetch_time_ms']:.0f}, "
+        f"{s['fetch_mb_per_s']:.4f}, {s['fetch_records_per_s']:.4f}"
     )
 
 

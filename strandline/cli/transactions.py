@@ -4,7 +4,11 @@ kafka-transactions.sh.
     strandline transactions --bootstrap-server H:P list [--state Ongoing]
     strandline transactions --bootstrap-server H:P describe --transactional-id ID
     strandline transactions --bootstrap-server H:P abort --transactional-id ID
+    strandline transactions --bootstrap-server H:P describe-producers --topic T --partition 0
     strandline transactions --bootstrap-server H:P find-hanging --broker-id 1
+
+They print kafka-transactions.sh's columns by default; `--output table` a rich table,
+`--output json` one JSON document.
 
 Everything goes over the Kafka protocol (Metadata, ListTransactions on every broker,
 FindCoordinator with key type 1, DescribeTransactions, InitProducerId), so it works
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +32,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from strandline.cli import tool_console
+from strandline.cli.kafka_text import OUTPUT_HELP, check_output, pretty_table
 from strandline.cli.txn_wire import DescribeTransactionsResponseV0
 from strandline.client.admin import AdminClient, AdminError, AdminSettings
 from strandline.client.security import ClientSecurity
@@ -304,6 +310,63 @@ async def open_transactions(
     return found
 
 
+@dataclass(frozen=True)
+class ProducerRow:
+    """One active producer of a partition (DescribeProducers), as describe-producers shows it."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    start_offset: int  # -1: no transaction open
+
+
+async def describe_producers(
+    client: TxnClient, topic: str, partition: int, broker_id: int | None
+) -> list[ProducerRow]:
+    """DescribeProducers for one partition, asked of `broker_id` or else of its leader."""
+    metadata = await client.metadata([topic])
+    found = [t for t in metadata.topics if t.name == topic]
+    parts = {int(p.partition_index): p for t in found for p in t.partitions}
+    if partition not in parts:
+        raise TxnToolError(f"topic {topic!r} has no partition {partition}")
+    target = broker_id if broker_id is not None else int(parts[partition].leader_id)
+    if target < 0:
+        raise TxnToolError(f"{topic}-{partition} has no leader to ask")
+    response = await client.send(
+        _request(
+            61,
+            0,
+            "DescribeProducersRequest",
+            topics=(_request(61, 0, "TopicRequest", name=topic, partition_indexes=(partition,)),),
+        ),
+        broker_id=target,
+    )
+    rows = []
+    for t in response.topics:
+        for p in t.partitions:
+            error = ErrorCode(p.error_code)
+            if error is not ErrorCode.none:
+                where = f"broker {broker_id}" if broker_id is not None else "leader"
+                raise TxnToolError(
+                    f"failed to describe producers for partition {topic}-{partition} on "
+                    f"{where}: {_error_name(error)}"
+                )
+            rows += [
+                ProducerRow(
+                    int(s.producer_id),
+                    int(s.producer_epoch),
+                    int(s.coordinator_epoch),
+                    int(s.last_sequence),
+                    int(s.last_timestamp),
+                    int(s.current_txn_start_offset),
+                )
+                for s in p.active_producers
+            ]
+    return rows
+
+
 async def coordinators_of(client: TxnClient, producer_ids: list[int]) -> dict[int, Described]:
     """producer id -> its transactional id's state, for the ids some coordinator knows."""
     if not producer_ids:
@@ -344,6 +407,28 @@ def main(
     ctx.obj = Settings(bootstrap_server, security)
 
 
+def _show(
+    output: str, headers: tuple[str, ...], rows: list[tuple[str, ...]], document: Any
+) -> None:
+    """kafka-transactions.sh's columns (the default), our table, or `document` as JSON."""
+    if output == "json":
+        print(json.dumps(document))
+    elif output == "table":
+        table = Table(*headers)
+        for row in rows:
+            table.add_row(*(escape(cell) for cell in row))
+        console.print(table)
+    else:
+        print("\n".join(pretty_table(headers, rows)))
+
+
+def _output(output: str) -> str:
+    bad = check_output(output)
+    if bad is not None:
+        raise _fail(bad)
+    return output
+
+
 def _run(coro: Any) -> Any:
     try:
         return asyncio.run(coro)
@@ -356,66 +441,148 @@ def list_command(
     ctx: typer.Context,
     state: list[str] = typer.Option(None, "--state", help="only transactions in this state"),
     producer_id: list[int] = typer.Option(None, "--producer-id", help="only this producer id"),
+    output: str = typer.Option("kafka", "--output", help=OUTPUT_HELP),
 ) -> None:
     """Every transactional id of the cluster (ListTransactions on every broker)."""
     settings: Settings = ctx.obj
+    _output(output)
 
     async def run() -> list[tuple[Any, int]]:
         async with TxnClient(settings.bootstrap, settings.security) as client:
             return await client.list(state or [], producer_id or [])
 
-    table = Table("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
-    for txn, broker_id in _run(run()):
-        table.add_row(
-            escape(txn.transactional_id),
-            str(broker_id),
-            str(txn.producer_id),
-            txn.transaction_state,
-        )
-    console.print(table)
+    found = _run(run())
+    _show(
+        output,
+        ("TransactionalId", "Coordinator", "ProducerId", "TransactionState"),
+        [
+            (txn.transactional_id, str(broker), str(txn.producer_id), txn.transaction_state)
+            for txn, broker in found
+        ],
+        [
+            {
+                "transactional_id": txn.transactional_id,
+                "coordinator": broker,
+                "producer_id": int(txn.producer_id),
+                "state": txn.transaction_state,
+            }
+            for txn, broker in found
+        ],
+    )
 
 
 @app.command("describe")
 def describe_command(
     ctx: typer.Context,
     transactional_id: str = typer.Option(..., "--transactional-id", help="the id to describe"),
+    output: str = typer.Option("kafka", "--output", help=OUTPUT_HELP),
 ) -> None:
     """State, producer id and epoch, and the partitions of the current transaction."""
     settings: Settings = ctx.obj
+    _output(output)
 
     async def run() -> Described:
         async with TxnClient(settings.bootstrap, settings.security) as client:
             return await client.describe(transactional_id)
 
-    console.print(_describe_table(_run(run())))
-
-
-def _describe_table(d: Described) -> Table:
-    table = Table(
-        "CoordinatorId",
-        "TransactionalId",
-        "ProducerId",
-        "ProducerEpoch",
-        "TransactionState",
-        "TransactionTimeoutMs",
-        "CurrentTransactionStartTimeMs",
-        "TransactionDurationMs",
-        "TopicPartitions",
-    )
+    d = _run(run())
     started = d.start_ms >= 0
-    open_ = started and d.state in ("Ongoing", "PrepareCommit", "PrepareAbort")
-    table.add_row(
-        str(d.coordinator),
-        escape(d.transactional_id),
-        str(d.producer_id),
-        str(d.producer_epoch),
-        d.state,
-        str(d.timeout_ms),
-        str(d.start_ms) if started else "None",
-        str(max(0, int(time.time() * 1000) - d.start_ms)) if open_ else "None",
-        escape(",".join(d.partitions)) if d.partitions else "None",
+    open_ = started and d.state in ALIVE_STATES
+    duration = max(0, int(time.time() * 1000) - d.start_ms) if open_ else None
+    _show(
+        output,
+        (
+            "CoordinatorId",
+            "TransactionalId",
+            "ProducerId",
+            "ProducerEpoch",
+            "TransactionState",
+            "TransactionTimeoutMs",
+            "CurrentTransactionStartTimeMs",
+            "TransactionDurationMs",
+            "TopicPartitions",
+        ),
+        [
+            (
+                str(d.coordinator),
+                d.transactional_id,
+                str(d.producer_id),
+                str(d.producer_epoch),
+                d.state,
+                str(d.timeout_ms),
+                str(d.start_ms) if started else "None",
+                str(duration) if duration is not None else "None",
+                # Kafka joins them with commas, an empty cell when there are none.
+                ",".join(d.partitions),
+            )
+        ],
+        {
+            "coordinator_id": d.coordinator,
+            "transactional_id": d.transactional_id,
+            "producer_id": d.producer_id,
+            "producer_epoch": d.producer_epoch,
+            "state": d.state,
+            "transaction_timeout_ms": d.timeout_ms,
+            "transaction_start_time_ms": d.start_ms if started else None,
+            "transaction_duration_ms": duration,
+            "topic_partitions": list(d.partitions),
+        },
     )
-    return table
+
+
+@app.command("describe-producers")
+def describe_producers_command(
+    ctx: typer.Context,
+    topic: str = typer.Option(..., "--topic", help="topic name"),
+    partition: int = typer.Option(..., "--partition", min=0, help="partition number"),
+    broker_id: int | None = typer.Option(
+        None, "--broker-id", help="ask this replica (default: the leader)"
+    ),
+    output: str = typer.Option("kafka", "--output", help=OUTPUT_HELP),
+) -> None:
+    """The active producers of a partition: ids, epochs, last sequence and the start
+    offset of their open transaction (kafka-transactions.sh describe-producers)."""
+    settings: Settings = ctx.obj
+    _output(output)
+
+    async def run() -> list[ProducerRow]:
+        async with TxnClient(settings.bootstrap, settings.security) as client:
+            return await describe_producers(client, topic, partition, broker_id)
+
+    found = _run(run())
+    _show(
+        output,
+        (
+            "ProducerId",
+            "ProducerEpoch",
+            "LatestCoordinatorEpoch",
+            "LastSequence",
+            "LastTimestamp",
+            "CurrentTransactionStartOffset",
+        ),
+        [
+            (
+                str(r.producer_id),
+                str(r.producer_epoch),
+                str(r.coordinator_epoch),
+                str(r.last_sequence),
+                str(r.last_timestamp_ms),
+                str(r.start_offset) if r.start_offset >= 0 else "None",
+            )
+            for r in found
+        ],
+        [
+            {
+                "producer_id": r.producer_id,
+                "producer_epoch": r.producer_epoch,
+                "coordinator_epoch": r.coordinator_epoch,
+                "last_sequence": r.last_sequence,
+                "last_timestamp_ms": r.last_timestamp_ms,
+                "current_transaction_start_offset": r.start_offset if r.start_offset >= 0 else None,
+            }
+            for r in found
+        ],
+    )
 
 
 @app.command("abort")
@@ -471,10 +638,12 @@ def find_hanging_command(
         min=0,
         help="minutes: open longer than this (transaction.max.timeout.ms) is suspect",
     ),
+    output: str = typer.Option("kafka", "--output", help=OUTPUT_HELP),
 ) -> None:
     """Transactions open in a partition's log that no coordinator has open there
     (kafka-transactions.sh find-hanging): they hold back read_committed consumers."""
     settings: Settings = ctx.obj
+    _output(output)
     if (broker_id is None) == (topic is None):
         raise _fail("give --broker-id or --topic")
     if partition is not None and topic is None:
@@ -491,23 +660,42 @@ def find_hanging_command(
 
     found = _run(run())
     now_ms = int(time.time() * 1000)
-    header = (
-        "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
-        "StartOffset", "LastTimestamp", "Duration(min)",
-    )  # fmt: skip
-    lines = [header] + [
+    _show(
+        output,
         (
-            t.topic,
-            str(t.partition),
-            str(t.producer_id),
-            str(t.producer_epoch),
-            str(t.coordinator_epoch),
-            str(t.start_offset),
-            str(t.last_timestamp_ms),
-            str((now_ms - t.last_timestamp_ms) // 60_000),
-        )  # fmt: skip
-        for t in found
-    ]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    for line in lines:
-        print("\t".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+            "Topic",
+            "Partition",
+            "ProducerId",
+            "ProducerEpoch",
+            "CoordinatorEpoch",
+            "StartOffset",
+            "LastTimestamp",
+            "Duration(min)",
+        ),  # fmt: skip
+        [
+            (
+                t.topic,
+                str(t.partition),
+                str(t.producer_id),
+                str(t.producer_epoch),
+                str(t.coordinator_epoch),
+                str(t.start_offset),
+                str(t.last_timestamp_ms),
+                str((now_ms - t.last_timestamp_ms) // 60_000),
+            )  # fmt: skip
+            for t in found
+        ],
+        [
+            {
+                "topic": t.topic,
+                "partition": t.partition,
+                "producer_id": t.producer_id,
+                "producer_epoch": t.producer_epoch,
+                "coordinator_epoch": t.coordinator_epoch,
+                "start_offset": t.start_offset,
+                "last_timestamp_ms": t.last_timestamp_ms,
+                "duration_min": (now_ms - t.last_timestamp_ms) // 60_000,
+            }
+            for t in found
+        ],
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,7 +73,26 @@ def rows(output: str) -> dict[str, Row]:
 
 
 def describe(cluster: LocalCluster, *args: str) -> dict[str, Row]:
-    return rows(ok(cluster, "--describe", *args))
+    return rows(ok(cluster, "--describe", "--output", "table", *args))
+
+
+KAFKA_LINE = re.compile(
+    r"  (?P<name>[^=]+)=(?P<value>\S*) sensitive=(?P<s>true|false) synonyms=\{(?P<syn>.*)\}"
+)
+
+
+def kafka_describe(
+    cluster: LocalCluster, *args: str
+) -> tuple[str, dict[str, tuple[str, list[str]]]]:
+    """kafka-configs.sh --describe's lines: the heading and name -> (value, synonyms);
+    the first synonym is the config's own value with its source, as Kafka prints it."""
+    heading, *lines = ok(cluster, "--describe", *args).splitlines()
+    found = {}
+    for line in lines:
+        match = KAFKA_LINE.fullmatch(line)
+        assert match is not None, f"not kafka-configs.sh's line: {line!r}"
+        found[match["name"]] = (match["value"], match["syn"].split(", ") if match["syn"] else [])
+    return heading, found
 
 
 def test_topic_configs_describe_alter_and_delete(cluster_factory: ClusterFactory) -> None:
@@ -83,8 +103,7 @@ def test_topic_configs_describe_alter_and_delete(cluster_factory: ClusterFactory
     # Once as users run it: the installed entry point, its output and its error line.
     done = run_as_user(cluster, "--entity-type", "topics", "--entity-name", "orders", "--describe")
     assert done.returncode == 0, done.stderr
-    assert "Dynamic configs for topic orders are:" in done.stdout
-    assert rows(done.stdout) == {}
+    assert done.stdout == "Dynamic configs for topic orders are:\n"
     done = run_as_user(cluster, "--topic", "nope", "--describe")
     assert (done.returncode, done.stderr.strip()) == (1, "error: topic 'nope' does not exist")
     everything = describe(cluster, "--topic", "orders", "--all")
@@ -106,6 +125,29 @@ def test_topic_configs_describe_alter_and_delete(cluster_factory: ClusterFactory
         "retention.ms": ("60000", "DYNAMIC_TOPIC_CONFIG", False),
         "cleanup.policy": ("delete,compact", "DYNAMIC_TOPIC_CONFIG", False),
     }
+    # kafka-configs.sh's lines by default, sorted by name, the synonyms down to the default.
+    heading, lines = kafka_describe(cluster, "--topic", "orders")
+    assert heading == "Dynamic configs for topic orders are:"
+    assert list(lines) == ["cleanup.policy", "retention.ms"]
+    value, synonyms = lines["retention.ms"]
+    assert value == "60000" and synonyms == [
+        "DYNAMIC_TOPIC_CONFIG:retention.ms=60000",
+        "STATIC_BROKER_CONFIG:log.retention.ms=7200000",
+        *synonyms[2:],
+    ]
+    assert synonyms[-1].startswith("DEFAULT_CONFIG:")
+    heading, every = kafka_describe(cluster, "--topic", "orders", "--all")
+    assert heading == "All configs for topic orders are:" and len(every) >= 15
+    assert every["cleanup.policy"][1][0] == "DYNAMIC_TOPIC_CONFIG:cleanup.policy=delete,compact"
+    [as_json] = json.loads(ok(cluster, "--describe", "--topic", "orders", "--output", "json"))
+    assert as_json["entity_type"] == "topics" and as_json["entity_name"] == "orders"
+    assert {c["name"]: (c["value"], c["source"]) for c in as_json["configs"]} == {
+        "retention.ms": ("60000", "DYNAMIC_TOPIC_CONFIG"),
+        "cleanup.policy": ("delete,compact", "DYNAMIC_TOPIC_CONFIG"),
+    }
+    assert "--output must be kafka, table or json" in fails(
+        cluster, "--topic", "orders", "--describe", "--output", "xml"
+    )
     # The same answer through librdkafka.
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "orders")]).values()
@@ -176,6 +218,24 @@ def test_broker_dynamic_configs_round_trip_and_apply_live(
         "follower.replication.throttled.rate": ("1048576", "DYNAMIC_BROKER_CONFIG", False),
     }
     assert describe(cluster, "--broker", "2") == {}
+    # Every broker, then the cluster default, as kafka-configs.sh lists them.
+    headings = [
+        line
+        for line in ok(cluster, "--entity-type", "brokers", "--describe").splitlines()
+        if not line.startswith("  ")
+    ]
+    assert headings == [
+        "Dynamic configs for broker 1 are:",
+        "Dynamic configs for broker 2 are:",
+        "Default configs for brokers in the cluster are:",
+    ]
+    assert kafka_describe(cluster, "--broker", "1")[1]["log.retention.ms"] == (
+        "3600000",
+        [
+            "DYNAMIC_BROKER_CONFIG:log.retention.ms=3600000",
+            "DEFAULT_CONFIG:log.retention.hours=168",
+        ],
+    )
     static = describe(cluster, "--broker", "2", "--all")
     assert static["broker.id"] == ("2", "STATIC_BROKER_CONFIG", True)
     assert static["log.retention.ms"] == ("null", "DEFAULT_CONFIG", False)

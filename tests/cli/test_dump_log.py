@@ -187,7 +187,8 @@ def test_print_data_log_shows_keys_and_values_escaped(written: Written) -> None:
     result = dump(written.dir / SEGMENT, "--print-data-log")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"Dumping {written.dir / SEGMENT}")
+    # kafka-dump-log.sh's heading, batch and record lines, fields in its order.
+    assert lines[:2] == [f"Dumping {written.dir / SEGMENT}", "Log starting offset: 0"]
     record_lines = {int(line.split()[2]): line for line in lines if line.startswith("| offset: ")}
     assert sorted(record_lines) == list(range(written.log_end_offset))
     offset = 0
@@ -203,9 +204,23 @@ def test_print_data_log_shows_keys_and_values_escaped(written: Written) -> None:
     assert "endTxnMarker: COMMIT" in record_lines[written.control_offset]
     batch_lines = [line for line in lines if line.startswith("baseOffset: ")]
     assert len(batch_lines) == len(written.batches) + 2
-    assert "compresscodec: zstd" in batch_lines[4] and "isValid: true" in batch_lines[4]
-    assert "producerId: 7 producerEpoch: 2 baseSequence: 0 lastSequence: 2" in batch_lines[5]
-    assert "isTransactional: true isControl: true" in batch_lines[6]
+    assert "compresscodec: zstd" in batch_lines[4] and batch_lines[4].endswith("isvalid: true")
+    assert "baseSequence: 0 lastSequence: 2 producerId: 7 producerEpoch: 2" in batch_lines[5]
+    assert (
+        "isTransactional: true isControl: true deleteHorizonMs: OptionalLong.empty position: "
+    ) in batch_lines[6]
+    fields = [word for word in batch_lines[0].split() if word.endswith(":")]
+    assert fields == [
+        "baseOffset:", "lastOffset:", "count:", "baseSequence:", "lastSequence:",
+        "producerId:", "producerEpoch:", "partitionLeaderEpoch:", "isTransactional:",
+        "isControl:", "deleteHorizonMs:", "position:", "CreateTime:", "size:", "magic:",
+        "compresscodec:", "crc:", "isvalid:",
+    ]  # fmt: skip
+    first = record_lines[0].split()
+    assert [w for w in first if w.endswith(":")][:7] == [
+        "offset:", "CreateTime:", "keySize:", "valueSize:", "sequence:", "headerKeys:", "key:",
+    ]  # fmt: skip
+    assert "coordinatorEpoch: " in record_lines[written.control_offset]
 
 
 def test_flipped_byte_is_reported_and_the_dump_goes_on(written: Written) -> None:
@@ -222,8 +237,8 @@ def test_flipped_byte_is_reported_and_the_dump_goes_on(written: Written) -> None
     batch_lines = [line for line in lines if line.startswith("baseOffset: ")]
     # Every batch is still listed: the damaged one's length is still known.
     assert len(batch_lines) == len(clean["batches"])
-    assert "isValid: false" in batch_lines[1]
-    assert all("isValid: true" in line for i, line in enumerate(batch_lines) if i != 1)
+    assert "isvalid: false" in batch_lines[1]
+    assert all("isvalid: true" in line for i, line in enumerate(batch_lines) if i != 1)
     corrupt = [line for line in lines if line.startswith("CORRUPT:")]
     assert len(corrupt) == 1
     assert f"CRC mismatch in the batch at position {second['position']}" in corrupt[0]

@@ -10,6 +10,7 @@ that takes over, and after the killed one restarts.
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 import tempfile
@@ -36,6 +37,19 @@ from tests.groups.support import create_topic, produce
 from tests.groups.wire_groups import Address, commit, coordinator_address, fetch_offsets
 
 groups, ok, fails = tool("groups")
+
+
+def kafka_rows(output: str, first: str) -> list[list[str]]:
+    """The whitespace-split cells of Kafka's lines in `output` that start with `first`."""
+    return [line.split() for line in output.splitlines() if line.split()[:1] == [first]]
+
+
+def aligned(header: str, row: str) -> bool:
+    """Each cell starts where its column's name does: Kafka's left-aligned layout."""
+    return [m.start() for m in re.finditer(r"\S+", header)] == [
+        m.start() for m in re.finditer(r"\S+", row)
+    ]
+
 
 A0, A1, B0, B1 = (TopicPartition(t, p) for t in ("a", "b") for p in (0, 1))
 
@@ -227,39 +241,65 @@ def run_tool_steps(
 ) -> None:
     b = bs(cluster)
     assert set(ok("--list", *b).split()) == {group, empty}
+    listed = json.loads(ok("--list", "--output", "json", *b))
+    assert {(g["group"], g["state"]) for g in listed} == {(group, "Stable"), (empty, "Empty")}
 
-    # --members [--verbose]
-    members = table(ok("--describe", "--group", group, "--members", "--verbose", *b))
-    assert members[0] == [
+    # --members [--verbose]: Kafka's lines, a blank line first; no GROUP-INSTANCE-ID
+    # column, as no member has one.
+    members = ok("--describe", "--group", group, "--members", "--verbose", *b)
+    blank, header, line = members.splitlines()
+    assert blank == "" and header.split() == [
         "GROUP",
         "CONSUMER-ID",
-        "GROUP-INSTANCE-ID",
         "HOST",
         "CLIENT-ID",
         "#PARTITIONS",
         "ASSIGNMENT",
     ]
-    [row] = members[1:]
+    row = line.split()
     assert row[0] == group and row[1].startswith("tool-test-consumer")
-    assert row[4] == "tool-test-consumer" and row[5] == "2"
-    assert row[6] == f"{subscribed}(0,1)"
-    [short] = table(ok("--describe", "--group", group, "--members", *b))[1:]
+    assert row[3:] == ["tool-test-consumer", "2", f"{subscribed}(0,1)"]
+    assert aligned(header, line)
+    [short] = kafka_rows(ok("--describe", "--group", group, "--members", *b), group)
     assert short[3:] == ["tool-test-consumer", "2"]
-    assert "has no active members" in ok("--describe", "--group", empty, "--members", *b)
+    quiet = groups("--describe", "--group", empty, "--members", *b)
+    assert quiet.exit_code == 0 and quiet.stdout == ""
+    assert quiet.stderr == f"\nConsumer group '{empty}' has no active members.\n"
+    [table_row] = table(ok("--describe", "--group", group, "--members", "--output", "table", *b))[
+        1:
+    ]
+    assert table_row[0] == group and table_row[-2:] == ["tool-test-consumer", "2"]
 
-    # --state, for one group and for all of them
+    # --state, for one group and for all of them: Kafka sizes the first column by the
+    # coordinator's text, 25 at least.
     node, (host, port) = coordinator_address(first, group)
-    [state] = table(ok("--describe", "--group", group, "--state", *b))[1:]
-    assert state == [group, f"{host}:{port} ({node})", "range", "Stable", "1"]
-    states = {r[0]: r[3:] for r in table(ok("--describe", "--all-groups", "--state", *b))[1:]}
+    coordinator = f"{host}:{port}  ({node})"
+    width = max(25, len(coordinator))
+    assert ok("--describe", "--group", group, "--state", *b) == (
+        f"\n{'GROUP':<{width}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} "
+        f"{'STATE':<15} #MEMBERS\n"
+        f"{group:<{width}} {coordinator:<25} {'range':<20} {'Stable':<15} 1\n"
+    )
+    every = ok("--describe", "--all-groups", "--state", *b)
+    assert every.startswith("\nGROUP ") and every.count("\n\nGROUP ") == 1, "a blank line between"
+    states = {r[0]: r[-2:] for r in kafka_rows(every, group) + kafka_rows(every, empty)}
     assert states == {group: ["Stable", "1"], empty: ["Empty", "0"]}
 
     # --offsets is the default view: committed offset, log end, lag and owner
-    rows = {
-        (r[1], int(r[2])): r[3:7]
-        for r in table(ok("--describe", "--group", group, *b))
-        if r[0] == group
-    }
+    described = ok("--describe", "--group", group, *b)
+    header = described.splitlines()[1]
+    assert header.split() == [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    rows = {(r[1], int(r[2])): r[3:7] for r in kafka_rows(described, group)}
     member_id = row[1]
     assert rows == {
         (subscribed, 0): ["1", "5", "4", member_id],
@@ -267,6 +307,23 @@ def run_tool_steps(
         (old, 0): ["3", "5", "2", "-"],
         (old, 1): ["4", "5", "1", "-"],
     }
+    first_row = next(line for line in described.splitlines() if line.startswith(group))
+    assert aligned(header, first_row)
+    as_table = {
+        (r[1], int(r[2])): r[3:7]
+        for r in table(ok("--describe", "--group", group, "--output", "table", *b))
+        if r[0] == group
+    }
+    assert as_table == rows
+    [as_json] = json.loads(ok("--describe", "--group", group, "--output", "json", *b))
+    assert as_json["group"] == group and as_json["state"] == "Stable"
+    assert {
+        (p["topic"], p["partition"]): [p["current_offset"], p["log_end_offset"], p["lag"]]
+        for p in as_json["partitions"]
+    } == {k: [int(v) for v in cells[:3]] for k, cells in rows.items()}
+    assert "--output must be kafka, table or json" in fails(
+        "--describe", "--group", group, "--output", "yaml", *b
+    )
 
     # A group with an active member cannot be deleted, nor lose a subscribed topic's offsets.
     assert "NON_EMPTY_GROUP" in fails("--delete", "--group", group, *b)
@@ -280,7 +337,11 @@ def run_tool_steps(
     }
     # ... but offsets of a topic it no longer reads go, one partition or a whole topic.
     out = ok("--delete-offsets", "--group", group, "--topic", f"{old}:0", *b)
-    assert table(out)[1:] == [[old, "0", "Successful"]]
+    assert out == (
+        f"Request succeed for deleting offsets with topic {old}:0 group {group}\n"
+        f"\n{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}"
+        f"\n{old:<30} {'0':<15} {'Successful':<15}\n"
+    )
     assert (old, 0) not in offsets_of(first, group)
     ok("--delete-offsets", "--group", group, "--topic", old, *b)
     assert offsets_of(first, group) == {(subscribed, 0): 1, (subscribed, 1): 2}
@@ -312,6 +373,14 @@ def run_tool_steps(
     [line] = current.split()
     topic_name, partition, offset = line.split(",")
     assert (topic_name, partition) == (subscribed, "0") and int(offset) > 0
+    # Without --export: Kafka's plan lines.
+    assert ok(*reset, "--all-topics", "--to-current", *b) == (
+        f"\n{'GROUP':<30} {'TOPIC':<30} {'PARTITION':<10} {'NEW-OFFSET':<15}"
+        f"\n{empty:<30} {subscribed:<30} {'0':<10} {offset:<15}\n"
+    )
+    assert json.loads(ok(*reset, "--all-topics", "--to-current", "--output", "json", *b)) == [
+        {"group": empty, "topic": subscribed, "partition": 0, "new_offset": int(offset)}
+    ]
     with tempfile.TemporaryDirectory() as scratch:
         plan = Path(scratch) / "offsets.csv"
         plan.write_text(f"{subscribed},0,0\n")

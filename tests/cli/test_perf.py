@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -82,6 +83,18 @@ def test_perf_produce_then_consume(cluster_factory: ClusterFactory) -> None:
     assert consumed["records"] == 3500
     assert consumed["mb"] > 3000 * 200 / 2**20
     assert consumed["rebalance_time_ms"] > 0
+    # kafka-consumer-perf-test.sh's header and comma-separated line by default.
+    done = perf(cluster, "consume", "--topic", "perf", "--messages", "3500")
+    assert done.returncode == 0, done.stderr
+    header, line = done.stdout.splitlines()
+    assert header == (
+        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+        "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    )
+    start, end, mb, _mb_s, records, *_rest = line.split(", ")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", start) and start <= end
+    assert (mb, records) == (f"{consumed['mb']:.4f}", "3500")
+    assert len(line.split(", ")) == 10
 
     # More than the topic holds: a clear line once no record came for --timeout.
     line = one_line_error(

@@ -80,7 +80,17 @@ def test_a_throttled_reassignment_moves_at_the_rate(
     started = time.monotonic()
     out = ok("reassign", "--bootstrap-server", boot, "--reassignment-json-file", str(plan),
              "--execute", "--throttle", str(RATE))  # fmt: skip
-    assert f"Throttle of {RATE} B/s set on brokers [1, 2]" in out
+    # kafka-reassign-partitions.sh's lines: the rollback plan, the warning, the limit.
+    assert out.startswith(
+        "Current partition replica assignment\n\n"
+        '{"version":1,"partitions":[{"topic":"big","partition":0,"replicas":[1],'
+        '"log_dirs":["any"]}]}\n\n'
+        "Save this to use as the --reassignment-json-file option during rollback\n"
+        "Warning: You must run --verify periodically, until the reassignment completes, "
+        "to ensure the throttle is removed.\n"
+    ), out
+    assert f"The inter-broker throttle limit was set to {RATE} B/s (brokers 1,2)\n" in out
+    assert out.endswith("Successfully started partition reassignment for big-0\n")
     topic = configs(cluster, ResourceType.TOPIC, "big")
     assert topic["leader.replication.throttled.replicas"][0] == "0:1"
     assert topic["follower.replication.throttled.replicas"][0] == "0:2"
@@ -101,8 +111,12 @@ def test_a_throttled_reassignment_moves_at_the_rate(
 
     out = ok("reassign", "--bootstrap-server", boot, "--reassignment-json-file", str(plan),
              "--verify")  # fmt: skip
-    assert "Reassignment of partition big-0 is completed." in out
-    assert "Clearing broker-level throttles on brokers [1, 2]" in out
+    assert out == (
+        "Status of partition reassignment:\n"
+        "Reassignment of partition big-0 is completed.\n"
+        "Clearing broker-level throttles on brokers 1,2\n"
+        "Clearing topic-level throttles on topic big\n"
+    )
     topic = configs(cluster, ResourceType.TOPIC, "big")
     assert topic["leader.replication.throttled.replicas"][0] in ("", None)
     assert topic["follower.replication.throttled.replicas"][0] in ("", None)

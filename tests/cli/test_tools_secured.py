@@ -61,8 +61,8 @@ def test_every_tool_and_the_console_on_a_sasl_ssl_cluster(
         "--execute", *common,
     )  # fmt: skip
     described = _groups[1]("--describe", "--group", "sec-g", *common)
-    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in described.splitlines()]
-    assert ["sec-g", "sec-t", "0", "0"] in [row[:4] for row in rows]
+    # kafka-consumer-groups.sh's lines: GROUP TOPIC PARTITION CURRENT-OFFSET ...
+    assert ["sec-g", "sec-t", "0", "0"] in [line.split()[:4] for line in described.splitlines()]
 
     # configs: a topic's and a broker's, an alteration, and users (SCRAM credentials)
     assert "Completed updating config for topic sec-t." in _configs[1](
@@ -90,7 +90,7 @@ def test_every_tool_and_the_console_on_a_sasl_ssl_cluster(
     )
     moved = _reassign[1](*common, "--execute", "--reassignment-json-file", str(plan),
                          "--throttle", "10000000")  # fmt: skip
-    assert "Successfully started partition reassignments for 1 partitions" in moved
+    assert "Successfully started partition reassignment for sec-t-0" in moved
     verified = wait_until(
         lambda: (
             (
@@ -103,7 +103,7 @@ def test_every_tool_and_the_console_on_a_sasl_ssl_cluster(
         30,
         "the reassignment completed",
     )
-    assert "Clearing broker-level throttles on brokers [1, 2]" in verified
+    assert "Clearing broker-level throttles on brokers 1,2" in verified
     assert "leader.replication.throttled.rate" not in _configs[1](
         *common, "--describe", "--entity-type", "brokers", "--entity-name", "2"
     )
@@ -122,7 +122,8 @@ def test_every_tool_and_the_console_on_a_sasl_ssl_cluster(
     assert "NO" not in verified_replicas
 
     # transactions (none here): ListTransactions on every broker
-    assert _transactions[0](*common, "list").exit_code == 0
+    listed = _transactions[1](*common, "list")
+    assert listed.split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
 
     # the console: its pages come from the same admin client
     with console_process(*common) as url:

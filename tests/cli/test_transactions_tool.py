@@ -4,6 +4,7 @@ with confluent-kafka transactional producers making the transactions to look at.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -17,7 +18,7 @@ from tests.conftest import ClusterFactory
 transactions, ok, fails = tool("transactions")
 
 
-def rows(table: str) -> dict[str, list[str]]:
+def table_rows(table: str) -> dict[str, list[str]]:
     """Body rows of a rich table, keyed by their first cell."""
     out = {}
     for line in table.splitlines():
@@ -25,6 +26,23 @@ def rows(table: str) -> dict[str, list[str]]:
         if len(cells) > 1 and cells[0] and not set(cells[0]) <= set("━─┃"):
             out[cells[0]] = cells[1:]
     return out
+
+
+def kafka_lines(output: str) -> list[list[str]]:
+    """kafka-transactions.sh's layout: every cell padded to its column's width and
+    followed by a tab; the cells of each line, the header's first."""
+    lines = output.splitlines()
+    cells = [line.split("\t") for line in lines]
+    assert all(c[-1] == "" for c in cells), f"every cell ends in a tab: {lines}"
+    widths = [len(cell) for cell in cells[0][:-1]]
+    assert all([len(cell) for cell in c[:-1]] == widths for c in cells), "padded to one width"
+    assert all(max(len(c[i].rstrip()) for c in cells) == w for i, w in enumerate(widths))
+    return [[cell.strip() for cell in c[:-1]] for c in cells]
+
+
+def rows(output: str) -> dict[str, list[str]]:
+    """Kafka's body lines, keyed by their first cell."""
+    return {cells[0]: cells[1:] for cells in kafka_lines(output)[1:]}
 
 
 def read_committed(bootstrap: str, topic: str, wait_s: float = 6.0) -> list[str]:
@@ -85,32 +103,78 @@ def test_list_describe_and_abort(cluster_factory: ClusterFactory) -> None:
     assert (open_txn.topic, open_txn.partition, open_txn.start_offset) == ("t", 0, 2)
     found = ok("--bootstrap-server", bootstrap, "find-hanging", "--broker-id", "1",
                "--max-transaction-timeout", "0")  # fmt: skip
-    assert found.split("\n")[0].split() == [
+    assert kafka_lines(found) == [[
         "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
         "StartOffset", "LastTimestamp", "Duration(min)",
+    ]]  # fmt: skip
+
+    # describe-producers: tool-b's committed producer and tool-a's open transaction.
+    producers = kafka_lines(
+        ok(
+            "--bootstrap-server",
+            bootstrap,
+            "describe-producers",
+            "--topic",
+            "t",
+            "--partition",
+            "0",
+        )
+    )
+    assert producers[0] == [
+        "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+        "LastTimestamp", "CurrentTransactionStartOffset",
     ]  # fmt: skip
-    assert found.strip().count("\n") == 0, found
+    assert sorted(r[-1] for r in producers[1:]) == ["2", "None"]
+    assert all(r[3] == "0" for r in producers[1:]), "one record each: sequence 0"
+    assert "has no partition 5" in fails(
+        "--bootstrap-server", bootstrap, "describe-producers", "--topic", "t", "--partition", "5"
+    )
     assert "--broker-id or --topic" in fails("--bootstrap-server", bootstrap, "find-hanging")
 
-    listed = rows(ok("--bootstrap-server", bootstrap, "list"))
+    listed_text = ok("--bootstrap-server", bootstrap, "list")
+    assert kafka_lines(listed_text)[0] == [
+        "TransactionalId", "Coordinator", "ProducerId", "TransactionState",
+    ]  # fmt: skip
+    listed = rows(listed_text)
     assert listed["tool-a"][-1] == "Ongoing"
     assert listed["tool-b"][-1] == "CompleteCommit"
     assert listed["tool-a"][0] == "1"  # the coordinator: the only broker
     assert set(rows(ok("--bootstrap-server", bootstrap, "list", "--state", "Ongoing"))) == {
         "tool-a"
     }
+    assert table_rows(ok("--bootstrap-server", bootstrap, "list", "--output", "table")) == listed
+    as_json = json.loads(ok("--bootstrap-server", bootstrap, "list", "--output", "json"))
+    assert {t["transactional_id"]: t["state"] for t in as_json} == {
+        "tool-a": "Ongoing",
+        "tool-b": "CompleteCommit",
+    }
+    assert "--output must be kafka, table or json" in fails(
+        "--bootstrap-server", bootstrap, "list", "--output", "csv"
+    )
     assert "unknown state Bogus" in fails(
         "--bootstrap-server", bootstrap, "list", "--state", "Bogus"
     )
 
-    described = rows(
-        ok("--bootstrap-server", bootstrap, "describe", "--transactional-id", "tool-a")
-    )
+    described_text = ok("--bootstrap-server", bootstrap, "describe", "--transactional-id", "tool-a")
+    assert kafka_lines(described_text)[0][:2] == ["CoordinatorId", "TransactionalId"]
+    described = rows(described_text)
     # CoordinatorId, TransactionalId, ProducerId, ProducerEpoch, TransactionState, ...
     (coordinator,) = described
     cells = described[coordinator]
     assert cells[0] == "tool-a" and cells[2] == "0" and cells[3] == "Ongoing"
     assert cells[-1] == "t-0"
+    as_json = json.loads(
+        ok(
+            "--bootstrap-server",
+            bootstrap,
+            "describe",
+            "--transactional-id",
+            "tool-a",
+            "--output",
+            "json",
+        )
+    )
+    assert as_json["state"] == "Ongoing" and as_json["topic_partitions"] == ["t-0"]
     assert "does not exist" in fails(
         "--bootstrap-server", bootstrap, "describe", "--transactional-id", "nobody"
     )
