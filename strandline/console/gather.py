@@ -534,6 +534,15 @@ async def _acls(client: AdminClient) -> tuple[list[AclRow], str | None]:
     return sorted(rows, key=lambda a: (a.resource_type, a.resource_name, a.principal)), None
 
 
+def _topic_not_found(topic: str) -> NotFoundError:
+    # Metadata leaves out the topics the principal may not describe, as if they did not
+    # exist: say both, rather than claim a topic is missing that the ACLs hide.
+    return NotFoundError(
+        f"topic {topic!r} is not in the cluster's metadata: it does not exist, or the "
+        "console's principal is not allowed to describe it"
+    )
+
+
 def _applies_to_topic(acl: AclRow, topic: str) -> bool:
     if acl.resource_type != "TOPIC":
         return False
@@ -1076,7 +1085,7 @@ class Gatherer:
 
     def _require_partition(self, metadata: ClusterMeta, topic: str, partition: int) -> None:
         if topic not in metadata.topics:
-            raise NotFoundError(f"topic {topic!r} does not exist")
+            raise _topic_not_found(topic)
         if partition not in metadata.topics[topic].partitions:
             count = len(metadata.topics[topic].partitions)
             raise NotFoundError(
@@ -1096,7 +1105,7 @@ class Gatherer:
     def topic_configs(self, topic: str) -> TopicConfigsView:
         started = time.time()
         if topic not in self._metadata().topics:
-            raise NotFoundError(f"topic {topic!r} does not exist")
+            raise _topic_not_found(topic)
         errors: list[str] = []
         acls = self._pool.submit(self.acls, topic)
         configs: list[TopicConfig] = []
@@ -1129,7 +1138,7 @@ class Gatherer:
         scraping = self._scrape_soon()
         metadata = self._metadata()
         if topic not in metadata.topics:
-            raise NotFoundError(f"topic {topic!r} does not exist")
+            raise _topic_not_found(topic)
         partitions, *_ = self._partitions(metadata, [], topic, scraping.result())
         return partitions
 
