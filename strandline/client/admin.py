@@ -165,6 +165,9 @@ class AdminClient:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
         self._home: tuple[str, int] | None = None
+        # Brokers whose open connection stopped answering (a paused process, a dead
+        # host): tried last when choosing the next bootstrap broker.
+        self._silent: set[tuple[str, int]] = set()
 
     async def __aenter__(self) -> Self:
         return self
@@ -228,7 +231,11 @@ class AdminClient:
             return self._home
         failures = []
         known = [a for a in self.brokers.values() if a not in self.bootstrap]
-        for address in self.bootstrap + known:
+        candidates = self.bootstrap + known
+        ordered = [a for a in candidates if a not in self._silent] + [
+            a for a in candidates if a in self._silent
+        ]
+        for address in ordered:
             try:
                 # v0: the one version every broker answers in a shape we can read.
                 response = await self.send_to(
@@ -244,14 +251,21 @@ class AdminClient:
                 int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
             }
             self._home = address
+            self._silent.discard(address)
             return address
         raise AdminError("; ".join(failures))
 
     async def send(
-        self, message: Any, broker_id: int | None = None, response_type: type[Any] | None = None
+        self,
+        message: Any,
+        broker_id: int | None = None,
+        response_type: type[Any] | None = None,
+        read_only: bool = False,
     ) -> Any:
-        """To that broker, or to the bootstrap broker that answered (another one if it
-        stopped answering)."""
+        """To that broker, or to the bootstrap broker that answered (another one if its
+        connection broke). A connection still open but silent may be a broker that is
+        slow to apply a change: a change is not sent twice; a `read_only` request is
+        asked again elsewhere, as a paused broker's silence must not hold up a read."""
         if broker_id is None:
             home = await self.home()
             try:
@@ -259,7 +273,9 @@ class AdminClient:
             except AdminError:
                 self._home = None
                 if self._connections.get(home) is not None and not self._connections[home].closed:
-                    raise  # it answered, slowly: not a reason to move
+                    self._silent.add(home)
+                    if not read_only:
+                        raise
             return await self.send_to(await self.home(), message, response_type)
         self.require_broker(broker_id)
         return await self.send_to(
@@ -304,7 +320,8 @@ class AdminClient:
                 allow_auto_topic_creation=False,
                 include_cluster_authorized_operations=False,
                 include_topic_authorized_operations=False,
-            )
+            ),
+            read_only=True,
         )
         self.brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
         self.controller_id = int(response.controller_id)

@@ -636,6 +636,26 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
+class StuckHighWatermarks:
+    """Per partition, since when the leader's HW has not moved while its log is ahead
+    of it: some ISR member is not fetching (a paused or cut-off follower stays in the
+    ISR for replica.lag.time.max.ms)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, int], tuple[int, float]] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, tp: tuple[str, int], hw: int, leo: int, now: float) -> float | None:
+        """Seconds the HW has been stuck, once that is HW_STUCK_S or more; else None."""
+        with self._lock:
+            seen = self._seen.get(tp)
+            if seen is None or seen[0] != hw or leo <= hw:
+                self._seen[tp] = (hw, now)
+                return None
+            stuck = now - seen[1]
+            return stuck if stuck >= HW_STUCK_S else None
+
+
 class Gatherer:
     """One admin client (the tools' own, on its own event loop thread), one ZooKeeper
     session and one scraper, shared by every request."""
@@ -658,8 +678,7 @@ class Gatherer:
         # does not add to it).
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console-gather")
         # (topic, partition) -> (HW the leader reported, since when it has not moved)
-        self._hw_seen: dict[tuple[str, int], tuple[int, float]] = {}
-        self._hw_lock = threading.Lock()
+        self._stuck = StuckHighWatermarks()
         self.history = History()
         self._last_cluster = 0.0
         self._stopping = threading.Event()
@@ -786,16 +805,6 @@ class Gatherer:
         """Every broker's metrics, asked now, read when the caller needs them."""
         return self._pool.submit(self.scraper.scrape)
 
-    def _hw_stuck_for(self, tp: tuple[str, int], hw: int, leo: int, now: float) -> float | None:
-        """How long the leader's HW has not moved while its log is ahead of it."""
-        with self._hw_lock:
-            seen = self._hw_seen.get(tp)
-            if seen is None or seen[0] != hw or leo <= hw:
-                self._hw_seen[tp] = (hw, now)
-                return None
-            stuck = now - seen[1]
-            return stuck if stuck >= HW_STUCK_S else None
-
     def _health(
         self,
         tp: tuple[str, int],
@@ -830,7 +839,7 @@ class Gatherer:
             and gauges.log_end_offset is not None
             and gauges.high_watermark >= 0
         ):
-            stuck = self._hw_stuck_for(
+            stuck = self._stuck.observe(
                 tp, gauges.high_watermark, gauges.log_end_offset, scrape.scraped_at or 0.0
             )
             if stuck is not None:

@@ -29,11 +29,13 @@ from starlette.testclient import TestClient
 from strandline.console import render
 from strandline.console.app import create_app
 from strandline.console.gather import (
+    HW_STUCK_S,
     Alert,
     ClusterView,
     Gatherer,
     Reassignment,
     ReassignmentsView,
+    StuckHighWatermarks,
     group_alerts,
 )
 from strandline.console.history import History, rates
@@ -603,3 +605,79 @@ def test_rates_from_counters() -> None:
         MESSAGES_IN: 5.0,
     }
     scraper.close()
+
+
+def test_a_paused_follower_in_the_isr_is_flagged_at_once(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """A SIGSTOPped follower keeps its connections open and answers nothing; ZooKeeper
+    keeps it in the ISR until its session (4 s) expires. The console flags it from the
+    first page after the pause, and its pages keep answering: a silent connection is
+    not allowed to turn a page into an error."""
+    cluster = cluster_factory(
+        brokers=3, zookeeper_session_timeout_ms=4000, replica_lag_time_max_ms=30000
+    )
+    create_topic(cluster, "orders", partitions=1, rf=3)
+    _produce(cluster, "orders", 0, RECORDS)
+    gatherer = Gatherer(resolve(None, None, cluster.data_dir)).start()
+    stopped: int | None = None
+    try:
+        with TestClient(create_app(gatherer)) as http:
+            first = wait_until(
+                "orders-0 fully in sync",
+                lambda: (
+                    (v := http.get("/api/topics/orders/0").json())
+                    and len(v["partition"]["isr"]) == 3
+                    and all(r["fresh"] and r["log_end_offset"] == RECORDS for r in v["replicas"])
+                    and v
+                ),
+                timeout_s=20,
+            )
+            leader = first["partition"]["leader"]
+            # It may be the broker the console bootstraps from: its pages must answer.
+            stopped = next(b for b in first["partition"]["isr"] if b != leader)
+            cluster.kill(stopped, "STOP")
+            stopped_at = time.monotonic()
+            views = []
+            while time.monotonic() - stopped_at < 8:
+                view = http.get("/api/topics/orders/0").json()
+                assert "partition" in view, view
+                views.append((time.monotonic() - stopped_at, view))
+            flagged_in_isr = [
+                at
+                for at, v in views
+                if stopped in v["partition"]["isr"]
+                and any(
+                    f"broker {stopped} is in ZooKeeper's ISR but not answering" in x
+                    for x in v["partition"]["problems"]
+                )
+            ]
+            unflagged_in_isr = [
+                at
+                for at, v in views
+                if stopped in v["partition"]["isr"] and not v["partition"]["problems"]
+            ]
+            print(f"flagged while in ZooKeeper's ISR at {[round(a, 1) for a in flagged_in_isr]}")
+            assert flagged_in_isr, [v["partition"] for _at, v in views]
+            assert unflagged_in_isr == []
+            assert stopped not in views[-1][1]["partition"]["isr"], "the session never expired"
+    finally:
+        if stopped is not None:
+            cluster.kill(stopped, "CONT")
+        gatherer.close()
+
+
+def test_a_stuck_high_watermark_is_flagged_after_hw_stuck_s() -> None:
+    stuck = StuckHighWatermarks()
+    tp = ("orders", 0)
+    assert stuck.observe(tp, hw=10, leo=12, now=100.0) is None  # first sight
+    assert stuck.observe(tp, hw=10, leo=13, now=100.0 + HW_STUCK_S - 0.1) is None
+    assert stuck.observe(tp, hw=10, leo=14, now=100.0 + HW_STUCK_S) == HW_STUCK_S
+    # The HW moved: the clock starts again.
+    assert stuck.observe(tp, hw=11, leo=14, now=104.0) is None
+    assert stuck.observe(tp, hw=11, leo=14, now=104.0 + HW_STUCK_S + 1) == HW_STUCK_S + 1
+    # Caught up (nothing above the HW): not stuck, however long it stays.
+    assert stuck.observe(tp, hw=14, leo=14, now=110.0) is None
+    assert stuck.observe(tp, hw=14, leo=14, now=200.0) is None
+    # Another partition has its own clock.
+    assert stuck.observe(("orders", 1), hw=0, leo=5, now=200.0) is None
