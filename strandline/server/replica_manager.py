@@ -46,7 +46,13 @@ from strandline.storage.log_manager import LogManager
 from strandline.storage.producer_state import OutOfOrderSequenceError, UnknownProducerIdError
 from strandline.storage.txn_index import AbortedTxn
 from strandline.topic_ids import topic_id_to_str
-from strandline.types import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, TopicPartition
+from strandline.types import (
+    CONSUMER_REPLICA_ID,
+    DEBUGGING_REPLICA_ID,
+    UNDEFINED_EPOCH,
+    UNDEFINED_OFFSET,
+    TopicPartition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +142,9 @@ class FetchResult(NamedTuple):
     last_stable_offset: int = -1
     # read_committed: the aborted transactions overlapping `records`; else None.
     aborted_transactions: list[AbortedTxn] | None = None
+    # (epoch, end offset) when the fetcher's last fetched epoch diverges from this log
+    # (Fetch v12+): no records then, the fetcher truncates to it.
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class ReplicaManager:
@@ -865,6 +874,7 @@ class ReplicaManager:
         current_leader_epoch: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
         as_region: bool = False,
+        last_fetched_epoch: int = -1,
     ) -> FetchResult:
         """`as_region`: the records as a FileRegion of the segment file (or b"" when
         none), for a response sent with sendfile; the same batches as bytes otherwise."""
@@ -882,6 +892,19 @@ class ReplicaManager:
             upper = plog.log_end_offset
         else:
             upper = lso if read_committed else hw
+        if last_fetched_epoch >= 0:
+            diverging = _diverging_epoch(tp, plog, fetch_offset, last_fetched_epoch)
+            if diverging is not None:
+                return FetchResult(
+                    tp,
+                    b"",
+                    hw,
+                    plog.log_start_offset,
+                    plog.log_end_offset,
+                    lso,
+                    [] if read_committed else None,
+                    diverging,
+                )
         if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"{tp}: fetch offset {fetch_offset} outside "
@@ -956,6 +979,29 @@ class ReplicaManager:
         if self._checkpoint_failing:
             self._checkpoint_failing = False
             self.state_change_log.record("checkpoint-recovered")
+
+
+def _diverging_epoch(
+    tp: TopicPartition, plog: Log, fetch_offset: int, last_fetched_epoch: int
+) -> tuple[int, int] | None:
+    """Kafka's Partition.readRecords with a last fetched epoch: the (epoch, end offset)
+    this log has for it when the fetcher's log diverges from it there (the epoch ends
+    before the fetch offset, or only an older epoch is known), else None."""
+    epoch, end = plog.leader_epoch_cache.end_offset_for(last_fetched_epoch, plog.log_end_offset)
+    if epoch == UNDEFINED_EPOCH or end == UNDEFINED_OFFSET:
+        raise OffsetOutOfRangeError(
+            f"{tp}: could not determine the end offset of the last fetched epoch "
+            f"{last_fetched_epoch} from the request"
+        )
+    if fetch_offset < plog.log_start_offset:
+        # Whether or not the epochs diverge, as Kafka.
+        raise OffsetOutOfRangeError(
+            f"{tp}: fetch offset {fetch_offset} is below the log start offset "
+            f"{plog.log_start_offset}"
+        )
+    if epoch < last_fetched_epoch or end < fetch_offset:
+        return epoch, end
+    return None
 
 
 def check_leader_epoch(hosted: HostedPartition, current_leader_epoch: int) -> None:

@@ -4,18 +4,21 @@ real brokers: more than one batch per partition in a Produce request, Fetch v12'
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.produce.v9 import request as produce_v9
-from kio.schema.types import TopicName
-from kio.static.primitive import Records, i16, i32, i32Timedelta
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from . import wire
-from .cluster_support import new_cluster
+from .cluster_support import new_cluster, wait_until_serving
 from .roundtrip_support import create_topic_confluent
 
 ClusterFactory = Callable[..., Any]
@@ -23,6 +26,57 @@ ClusterFactory = Callable[..., Any]
 
 def _topic() -> str:
     return f"wire-{uuid.uuid4().hex[:8]}"
+
+
+def _cluster(cluster_factory: ClusterFactory, brokers: int) -> Any:
+    cluster = cluster_factory(brokers=brokers)
+    cluster.wait_for_full_metadata()
+    return cluster
+
+
+def _client(cluster: Any, broker_id: int) -> wire.WireClient:
+    host, port = cluster.broker_address(broker_id)
+    return wire.WireClient(f"{host}:{port}")
+
+
+def _create(bootstrap: str, topic: str, replicas: list[int]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic(topic, num_partitions=1, replica_assignment=[replicas])
+    for future in admin.create_topics([new], operation_timeout=10).values():
+        future.result(timeout=15)
+    wait_until_serving(bootstrap, topic, 1)
+
+
+def _wait_for_leader(
+    client: wire.WireClient, topic: str, leader: int, timeout_s: float = 30
+) -> int:
+    """Until the broker's Metadata names `leader` for partition 0; its leader epoch."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        partition = client.request(wire.metadata(topic)).topics[0].partitions[0]
+        if partition.leader_id == leader:
+            return int(partition.leader_epoch)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}-0 still led by {partition.leader_id}, not {leader}")
+        time.sleep(0.05)
+
+
+def _batch(values: list[bytes]) -> bytes:
+    # Timestamps of now: older ones would let retention.ms delete the segment meanwhile.
+    return wire.batch(values, timestamp_ms=int(time.time() * 1000))
+
+
+def _wait_for_isr(
+    client: wire.WireClient, topic: str, isr: list[int], timeout_s: float = 30
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        partitions = client.request(wire.metadata(topic)).topics[0].partitions
+        if partitions and sorted(partitions[0].isr_nodes) == isr:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}-0's ISR is not {isr}: {partitions}")
+        time.sleep(0.05)
 
 
 # --- Produce: exactly one batch per partition (v3+) ----------------------------------
@@ -44,10 +98,10 @@ def test_two_batches_for_one_partition_are_invalid_record(
                 partition_data=(
                     produce_v9.PartitionProduceData(
                         index=i32(0),
-                        records=Records(wire.batch([b"a1", b"a2"]) + wire.batch([b"b1"])),
+                        records=Records(_batch([b"a1", b"a2"]) + _batch([b"b1"])),
                     ),
                     produce_v9.PartitionProduceData(
-                        index=i32(1), records=Records(wire.batch([b"c1", b"c2"]))
+                        index=i32(1), records=Records(_batch([b"c1", b"c2"]))
                     ),
                 ),
             ),
@@ -65,5 +119,83 @@ def test_two_batches_for_one_partition_are_invalid_record(
         hws = {p.partition_index: p.high_watermark for p in fetched.responses[0].partitions}
         assert hws == {0: 0, 1: 2}
         # One batch is still welcome on partition 0.
-        one = client.request(wire.produce(topic, 0, wire.batch([b"d1"])))
+        one = client.request(wire.produce(topic, 0, _batch([b"d1"])))
         assert wire.produce_error(one) == ErrorCode.none
+
+
+# --- Fetch v12: last_fetched_epoch and diverging_epoch (KIP-320/KIP-595) --------------
+
+
+def _fetch_after(topic: str, fetch_offset: int, last_fetched_epoch: int) -> Any:
+    return fetch_v12.FetchRequest(
+        cluster_id=None,
+        replica_id=BrokerId(-1),
+        max_wait=i32Timedelta.parse(timedelta(milliseconds=0)),
+        min_bytes=i32(1),
+        max_bytes=i32(1 << 20),
+        isolation_level=i8(0),
+        session_id=i32(0),
+        session_epoch=i32(-1),
+        topics=(
+            fetch_v12.FetchTopic(
+                topic=TopicName(topic),
+                partitions=(
+                    fetch_v12.FetchPartition(
+                        partition=i32(0),
+                        current_leader_epoch=i32(-1),
+                        fetch_offset=i64(fetch_offset),
+                        last_fetched_epoch=i32(last_fetched_epoch),
+                        log_start_offset=i64(-1),
+                        partition_max_bytes=i32(1 << 20),
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def _leader_epoch(client: wire.WireClient, topic: str) -> int:
+    return int(client.request(wire.metadata(topic)).topics[0].partitions[0].leader_epoch)
+
+
+def test_fetch_with_a_diverging_last_fetched_epoch_answers_diverging_epoch(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """Epoch 0 (leader 1) holds offsets 0-2; broker 1 dies, broker 2 leads epoch 1 and
+    appends 3-4. A fetcher that says its offset 4 came from epoch 0 has a log that
+    diverges from the leader's at 3."""
+    cluster = _cluster(cluster_factory, 2)
+    topic = _topic()
+    _create(cluster.bootstrap, topic, [1, 2])
+    with _client(cluster, 1) as client:
+        assert _leader_epoch(client, topic) == 0
+        _wait_for_isr(client, topic, [1, 2])
+        first = client.request(wire.produce(topic, 0, _batch([b"a", b"b", b"c"]), acks=-1))
+        assert wire.produce_error(first) == ErrorCode.none
+    cluster.kill(1, "KILL")
+    with _client(cluster, 2) as client:
+        epoch = _wait_for_leader(client, topic, 2)
+        assert epoch > 0
+        second = client.request(wire.produce(topic, 0, _batch([b"d", b"e"])))
+        assert wire.produce_error(second) == ErrorCode.none
+
+        diverged = wire.fetch_partition(client.request(_fetch_after(topic, 4, 0)))
+        assert diverged.error_code == ErrorCode.none
+        assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (0, 3)
+        assert not diverged.records, "no records with a diverging epoch"
+        assert diverged.high_watermark == 5
+
+        # At the end of epoch 0 (and within the latest epoch) the logs agree: records.
+        for offset, last_epoch in [(3, 0), (2, 0), (4, epoch)]:
+            agreed = wire.fetch_partition(client.request(_fetch_after(topic, offset, last_epoch)))
+            assert agreed.error_code == ErrorCode.none, (offset, last_epoch)
+            assert agreed.diverging_epoch.epoch == -1, (offset, last_epoch)
+            assert agreed.records
+        # An epoch newer than every one this log has: the end offset is unknown.
+        unknown = wire.fetch_partition(client.request(_fetch_after(topic, 4, epoch + 5)))
+        assert unknown.error_code == ErrorCode.offset_out_of_range
+        # -1 (what clients send): no check at all.
+        plain = wire.fetch_partition(client.request(_fetch_after(topic, 4, -1)))
+        assert plain.error_code == ErrorCode.none and plain.records
