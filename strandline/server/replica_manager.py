@@ -12,7 +12,7 @@ import asyncio
 import errno
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Container, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -80,6 +80,9 @@ class HostedPartition:
         self.zk_version = 0
         self.min_insync_replicas = 1
         self.leader_state: Partition | None = None  # set while this broker leads
+        # While leading: each follower's log start offset as its last fetch (v5+) said
+        # (Kafka's Replica.logStartOffset), for DeleteRecords' low watermark.
+        self.follower_log_starts: dict[int, int] = {}
         self.follower_state: FollowerState | None = None  # set while it follows
         self._follower_high_watermark = high_watermark
         self._isr: tuple[int, ...] = ()
@@ -183,6 +186,8 @@ class ReplicaManager:
         self._isr_notify_pending: set[TopicPartition] = set()
         self._isr_notify_in_flight: set[TopicPartition] = set()
         self.produce_purgatory = Purgatory("Produce")
+        # DeleteRecords waiting for every live replica's log start (DelayedDeleteRecords).
+        self.delete_records_purgatory = Purgatory("DeleteRecords")
         self.controller_epoch = -1
         self._checkpoint_writers: ThreadPoolExecutor | None = None
         # Partitions whose last write failed (a full or broken log dir): the
@@ -331,6 +336,7 @@ class ReplicaManager:
             results[state.tp] = ErrorCode.none
             self.fetch_purgatory.notify(state.tp)
             self.produce_purgatory.notify(state.tp)
+            self.delete_records_purgatory.notify(state.tp)
             self._notify_leadership(state.tp, role == "leader", state.leader_epoch)
         if stopped:
             self.on_stop_following(stopped)
@@ -479,6 +485,7 @@ class ReplicaManager:
             now_ms,
         )
         hosted.leader_state = start.partition
+        hosted.follower_log_starts = {}  # unknown until each follower fetches (as Kafka)
         self._replicating.add(hosted.tp)  # its followers' positions are not known yet
 
     def _make_follower(self, hosted: HostedPartition) -> None:
@@ -676,13 +683,25 @@ class ReplicaManager:
     # -- follower fetches arriving at the leader --------------------------------
 
     def on_follower_fetch(
-        self, tp: TopicPartition, follower_id: int, fetch_offset: int, now_ms: int
+        self,
+        tp: TopicPartition,
+        follower_id: int,
+        fetch_offset: int,
+        now_ms: int,
+        log_start_offset: int = -1,
     ) -> None:
         """Record a follower's fetch position (its LEO) after the response's data and HW
-        were read, so the response carries the HW from before this update (docs/replication.md)."""
+        were read, so the response carries the HW from before this update (docs/replication.md),
+        and its log start offset (Fetch v5+) for DeleteRecords."""
         hosted = self.partitions.get(tp)
         if hosted is None or hosted.leader_state is None:
             return
+        if (
+            log_start_offset >= 0
+            and hosted.follower_log_starts.get(follower_id) != log_start_offset
+        ):
+            hosted.follower_log_starts[follower_id] = log_start_offset
+            self.delete_records_purgatory.notify(tp)
         outcome = hosted.leader_state.on_follower_fetch(follower_id, fetch_offset, now_ms)
         self._on_high_watermark(hosted, outcome.high_watermark_advanced)
         if outcome.isr_expand is not None:
@@ -957,6 +976,17 @@ class ReplicaManager:
         hosted = self.leader_partition(tp)
         low = hosted.log.delete_records_before(offset)
         self.fetch_purgatory.notify(tp)
+        return low
+
+    def low_watermark(self, tp: TopicPartition, live_brokers: Container[int]) -> int:
+        """Kafka's Partition.lowWatermarkIfLeader: the smallest log start offset of the
+        leader and its live followers (-1 for a follower that has not fetched yet)."""
+        hosted = self.leader_partition(tp)
+        low = hosted.log.log_start_offset
+        starts = hosted.follower_log_starts
+        for replica in hosted.replicas:
+            if replica != self.broker_id and replica in live_brokers:
+                low = min(low, starts.get(replica, -1))
         return low
 
     def high_watermarks(self) -> dict[TopicPartition, int]:

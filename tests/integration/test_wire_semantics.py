@@ -1,6 +1,6 @@
-"""Kafka semantics no client library shows, checked with raw requests (kio) against
-real brokers: more than one batch per partition in a Produce request, Fetch v12's
-`last_fetched_epoch` (diverging_epoch) and DeleteRecords' `timeout_ms`."""
+"""Kafka semantics against real brokers: more than one batch per partition in a Produce
+request and Fetch v12's `last_fetched_epoch` (diverging_epoch), which no client library
+sends, with raw requests (kio); DeleteRecords' `timeout_ms` through confluent-kafka."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_v12
@@ -28,8 +30,8 @@ def _topic() -> str:
     return f"wire-{uuid.uuid4().hex[:8]}"
 
 
-def _cluster(cluster_factory: ClusterFactory, brokers: int) -> Any:
-    cluster = cluster_factory(brokers=brokers)
+def _cluster(cluster_factory: ClusterFactory, brokers: int, **overrides: Any) -> Any:
+    cluster = cluster_factory(brokers=brokers, **overrides)
     cluster.wait_for_full_metadata()
     return cluster
 
@@ -199,3 +201,48 @@ def test_fetch_with_a_diverging_last_fetched_epoch_answers_diverging_epoch(
         # -1 (what clients send): no check at all.
         plain = wire.fetch_partition(client.request(_fetch_after(topic, 4, -1)))
         assert plain.error_code == ErrorCode.none and plain.records
+
+
+# --- DeleteRecords: timeout_ms (Kafka's DelayedDeleteRecords) ------------------------
+
+
+def _delete_records(admin: AdminClient, topic: str, offset: int, timeout_s: float) -> Any:
+    futures = admin.delete_records(
+        [TopicPartition(topic, 0, offset)], operation_timeout=timeout_s, request_timeout=30
+    )
+    (future,) = futures.values()
+    return future.result(timeout=40)
+
+
+def test_delete_records_waits_for_every_live_replica(cluster_factory: ClusterFactory) -> None:
+    # The longest session the test ZooKeeper allows: the stopped follower stays alive
+    # (so waited for) well past the short timeout below.
+    cluster = _cluster(cluster_factory, 3, zookeeper_session_timeout_ms=4000)
+    topic = _topic()
+    _create(cluster.bootstrap, topic, [1, 2, 3])
+    with _client(cluster, 1) as client:
+        _wait_for_isr(client, topic, [1, 2, 3])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(20):
+        producer.produce(topic, value=f"r{i}".encode(), partition=0)
+    assert producer.flush(20) == 0
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    # All followers move their log start on their next fetch and report it: answered
+    # with the partition's low watermark once all three are there.
+    assert _delete_records(admin, topic, 5, timeout_s=20).low_watermark == 5
+
+    cluster.kill(3, "STOP")
+    try:
+        with pytest.raises(KafkaException) as timed_out:
+            _delete_records(admin, topic, 8, timeout_s=1)
+        error = timed_out.value.args[0]
+        assert error.code() == KafkaError.REQUEST_TIMED_OUT, error
+        # The leader deleted all the same (as Kafka): its own log starts at 8.
+        with _client(cluster, 1) as client:
+            at_start = wire.fetch_partition(client.request(wire.fetch(topic, 0, 8)))
+            assert at_start.log_start_offset == 8
+    finally:
+        cluster.kill(3, "CONT")
+    # The follower resumes, catches up its log start: the same request now completes.
+    assert _delete_records(admin, topic, 8, timeout_s=20).low_watermark == 8

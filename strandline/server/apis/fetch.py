@@ -124,7 +124,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             result = results[tp]
             # A diverging follower's fetch offset is not its position (as Kafka).
             if result[0] == ErrorCode.none and result[6] is None:
-                rm.on_follower_fetch(tp, replica_id, w.fetch_offset, now)
+                rm.on_follower_fetch(tp, replica_id, w.fetch_offset, now, w.log_start_offset)
     total = 0
     has_error = False
     for result in results.values():
