@@ -55,11 +55,12 @@ def _wait_for_leader(
     """Until the broker's Metadata names `leader` for partition 0; its leader epoch."""
     deadline = time.monotonic() + timeout_s
     while True:
-        partition = client.request(wire.metadata(topic)).topics[0].partitions[0]
-        if partition.leader_id == leader:
-            return int(partition.leader_epoch)
+        # This broker's metadata may not have the partition yet: no partitions then.
+        partitions = client.request(wire.metadata(topic)).topics[0].partitions
+        if partitions and partitions[0].leader_id == leader:
+            return int(partitions[0].leader_epoch)
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic}-0 still led by {partition.leader_id}, not {leader}")
+            raise TimeoutError(f"{topic}-0 is not led by {leader}: {partitions}")
         time.sleep(0.05)
 
 
@@ -158,10 +159,6 @@ def _fetch_after(topic: str, fetch_offset: int, last_fetched_epoch: int) -> Any:
     )
 
 
-def _leader_epoch(client: wire.WireClient, topic: str) -> int:
-    return int(client.request(wire.metadata(topic)).topics[0].partitions[0].leader_epoch)
-
-
 def test_fetch_with_a_diverging_last_fetched_epoch_answers_diverging_epoch(
     cluster_factory: ClusterFactory,
 ) -> None:
@@ -172,7 +169,7 @@ def test_fetch_with_a_diverging_last_fetched_epoch_answers_diverging_epoch(
     topic = _topic()
     _create(cluster.bootstrap, topic, [1, 2])
     with _client(cluster, 1) as client:
-        assert _leader_epoch(client, topic) == 0
+        assert _wait_for_leader(client, topic, 1) == 0
         _wait_for_isr(client, topic, [1, 2])
         first = client.request(wire.produce(topic, 0, _batch([b"a", b"b", b"c"]), acks=-1))
         assert wire.produce_error(first) == ErrorCode.none
