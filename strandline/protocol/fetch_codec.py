@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple, NoReturn, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -475,6 +475,10 @@ _PD5 = struct.Struct(">ihqqq")
 _ABORTED = struct.Struct(">qq")
 _ABORTED12 = struct.Struct(">qqB")  # + no tagged fields
 _NULL_BYTES = b"\xff\xff\xff\xff"
+_NO_TAGS = b"\0"
+# A partition's tagged fields holding only diverging_epoch (tag 0, 13 bytes: epoch,
+# end offset, the struct's own empty tagged fields).
+_DIVERGING_TAGS = struct.Struct(">BBBiqB")
 
 
 def encode_fetch_response(
@@ -485,16 +489,18 @@ def encode_fetch_response(
     error_code: int = 0,
     session_id: int = 0,
     throttle_ms: int = 0,
+    diverging: Mapping[tuple[str, int], tuple[int, int]] | None = None,
 ) -> list[Chunk]:
     """A framed Fetch response of `version` (4-12) as chunks, exactly as
     `fetch_response.encode_chunked_response` frames the equivalent kio response: bytes
     chunks, and each non-empty FileRegion a chunk of its own; an empty region is closed
-    and only its length written. error_code and session_id exist from v7."""
+    and only its length written. error_code and session_id exist from v7; `diverging`
+    ((topic, partition) -> (epoch, end offset), the tagged diverging_epoch) from v12."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"Fetch v{version} is not a version this codec writes")
     if version >= FIRST_FLEXIBLE:
         return _encode_response_flexible(
-            correlation_id, topics, error_code, session_id, throttle_ms
+            correlation_id, topics, error_code, session_id, throttle_ms, diverging
         )
     out = bytearray(b"\0\0\0\0")
     if version >= 7:
@@ -571,6 +577,7 @@ def _encode_response_flexible(
     error_code: int,
     session_id: int,
     throttle_ms: int,
+    diverging: Mapping[tuple[str, int], tuple[int, int]] | None,
 ) -> list[Chunk]:
     out = bytearray(b"\0\0\0\0")
     out += _RESP_TOP12.pack(correlation_id, 0, throttle_ms, error_code, session_id)
@@ -589,6 +596,9 @@ def _encode_response_flexible(
         out += data
         out += uvarint(len(partitions) + 1)
         for index, error, hw, lso, start, aborted, records in partitions:
+            tags = _NO_TAGS
+            if diverging is not None and (div := diverging.get((name, index))) is not None:
+                tags = _DIVERGING_TAGS.pack(1, 0, 13, div[0], div[1], 0)
             if aborted is None and records is not None and not isinstance(records, FileRegion):
                 # The usual partition, its records' length (a 1- or 2-byte varint below
                 # 16 KiB) packed with the rest.
@@ -603,7 +613,7 @@ def _encode_response_flexible(
                     out += pack_null(index, error, hw, lso, start, 0, -1)
                     out += uvarint(size)
                 out += records
-                out += b"\0"
+                out += tags
                 continue
             if aborted is None:
                 out += pack_null(index, error, hw, lso, start, 0, -1)
@@ -614,7 +624,8 @@ def _encode_response_flexible(
                     out += pack_aborted(producer_id, first_offset, 0)
                 out += _NULL_BYTES  # preferred_read_replica -1
             if records is None:
-                out += b"\0\0"  # null records, no tagged fields
+                out += b"\0"  # null records
+                out += tags
                 continue
             if isinstance(records, FileRegion):
                 length = records.length
@@ -629,7 +640,7 @@ def _encode_response_flexible(
             else:
                 out += uvarint(len(records) + 1)
                 out += records
-            out += b"\0"
+            out += tags
         out += b"\0"
     out += b"\0"
     return _finish(first, chunks, out, in_regions)

@@ -25,3 +25,6 @@ class PartitionPosition:
     max_bytes: int
     leader_epoch: int = -1
     log_start_offset: int = -1
+    # Fetch v12+ (KIP-595's divergence check, as Kafka's Partition.readRecords): the
+    # epoch of the last batch the fetcher has; -1 when it does not say.
+    last_fetched_epoch: int = -1

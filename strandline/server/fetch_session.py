@@ -81,6 +81,9 @@ class PartitionAnswer:
     # Data readable at this partition's position was left out (response budget,
     # throttle): it must be read again at the next fetch even with no new append.
     more_available: bool = False
+    # A diverging_epoch is answered: always named, so the fetcher truncates (Kafka's
+    # FetchSession does the same).
+    diverging: bool = False
 
 
 @dataclass(eq=False)
@@ -156,6 +159,7 @@ class SessionFetch:
                 session.dirty.add(tp)
             changed = (
                 answer.error != ErrorCode.none
+                or answer.diverging
                 or answer.has_records
                 or answer.high_watermark != cached.high_watermark
                 or answer.last_stable_offset != cached.last_stable_offset

@@ -12,7 +12,7 @@ import asyncio
 import errno
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Container, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -46,7 +46,13 @@ from strandline.storage.log_manager import LogManager
 from strandline.storage.producer_state import OutOfOrderSequenceError, UnknownProducerIdError
 from strandline.storage.txn_index import AbortedTxn
 from strandline.topic_ids import topic_id_to_str
-from strandline.types import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, TopicPartition
+from strandline.types import (
+    CONSUMER_REPLICA_ID,
+    DEBUGGING_REPLICA_ID,
+    UNDEFINED_EPOCH,
+    UNDEFINED_OFFSET,
+    TopicPartition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +80,9 @@ class HostedPartition:
         self.zk_version = 0
         self.min_insync_replicas = 1
         self.leader_state: Partition | None = None  # set while this broker leads
+        # While leading: each follower's log start offset as its last fetch (v5+) said
+        # (Kafka's Replica.logStartOffset), for DeleteRecords' low watermark.
+        self.follower_log_starts: dict[int, int] = {}
         self.follower_state: FollowerState | None = None  # set while it follows
         self._follower_high_watermark = high_watermark
         self._isr: tuple[int, ...] = ()
@@ -136,6 +145,9 @@ class FetchResult(NamedTuple):
     last_stable_offset: int = -1
     # read_committed: the aborted transactions overlapping `records`; else None.
     aborted_transactions: list[AbortedTxn] | None = None
+    # (epoch, end offset) when the fetcher's last fetched epoch diverges from this log
+    # (Fetch v12+): no records then, the fetcher truncates to it.
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class ReplicaManager:
@@ -174,6 +186,8 @@ class ReplicaManager:
         self._isr_notify_pending: set[TopicPartition] = set()
         self._isr_notify_in_flight: set[TopicPartition] = set()
         self.produce_purgatory = Purgatory("Produce")
+        # DeleteRecords waiting for every live replica's log start (DelayedDeleteRecords).
+        self.delete_records_purgatory = Purgatory("DeleteRecords")
         self.controller_epoch = -1
         self._checkpoint_writers: ThreadPoolExecutor | None = None
         # Partitions whose last write failed (a full or broken log dir): the
@@ -322,6 +336,7 @@ class ReplicaManager:
             results[state.tp] = ErrorCode.none
             self.fetch_purgatory.notify(state.tp)
             self.produce_purgatory.notify(state.tp)
+            self.delete_records_purgatory.notify(state.tp)
             self._notify_leadership(state.tp, role == "leader", state.leader_epoch)
         if stopped:
             self.on_stop_following(stopped)
@@ -470,6 +485,7 @@ class ReplicaManager:
             now_ms,
         )
         hosted.leader_state = start.partition
+        hosted.follower_log_starts = {}  # unknown until each follower fetches (as Kafka)
         self._replicating.add(hosted.tp)  # its followers' positions are not known yet
 
     def _make_follower(self, hosted: HostedPartition) -> None:
@@ -667,13 +683,25 @@ class ReplicaManager:
     # -- follower fetches arriving at the leader --------------------------------
 
     def on_follower_fetch(
-        self, tp: TopicPartition, follower_id: int, fetch_offset: int, now_ms: int
+        self,
+        tp: TopicPartition,
+        follower_id: int,
+        fetch_offset: int,
+        now_ms: int,
+        log_start_offset: int = -1,
     ) -> None:
         """Record a follower's fetch position (its LEO) after the response's data and HW
-        were read, so the response carries the HW from before this update (docs/replication.md)."""
+        were read, so the response carries the HW from before this update (docs/replication.md),
+        and its log start offset (Fetch v5+) for DeleteRecords."""
         hosted = self.partitions.get(tp)
         if hosted is None or hosted.leader_state is None:
             return
+        if (
+            log_start_offset >= 0
+            and hosted.follower_log_starts.get(follower_id) != log_start_offset
+        ):
+            hosted.follower_log_starts[follower_id] = log_start_offset
+            self.delete_records_purgatory.notify(tp)
         outcome = hosted.leader_state.on_follower_fetch(follower_id, fetch_offset, now_ms)
         self._on_high_watermark(hosted, outcome.high_watermark_advanced)
         if outcome.isr_expand is not None:
@@ -865,6 +893,7 @@ class ReplicaManager:
         current_leader_epoch: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
         as_region: bool = False,
+        last_fetched_epoch: int = -1,
     ) -> FetchResult:
         """`as_region`: the records as a FileRegion of the segment file (or b"" when
         none), for a response sent with sendfile; the same batches as bytes otherwise."""
@@ -882,6 +911,19 @@ class ReplicaManager:
             upper = plog.log_end_offset
         else:
             upper = lso if read_committed else hw
+        if last_fetched_epoch >= 0:
+            diverging = _diverging_epoch(tp, plog, fetch_offset, last_fetched_epoch)
+            if diverging is not None:
+                return FetchResult(
+                    tp,
+                    b"",
+                    hw,
+                    plog.log_start_offset,
+                    plog.log_end_offset,
+                    lso,
+                    [] if read_committed else None,
+                    diverging,
+                )
         if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"{tp}: fetch offset {fetch_offset} outside "
@@ -936,6 +978,17 @@ class ReplicaManager:
         self.fetch_purgatory.notify(tp)
         return low
 
+    def low_watermark(self, tp: TopicPartition, live_brokers: Container[int]) -> int:
+        """Kafka's Partition.lowWatermarkIfLeader: the smallest log start offset of the
+        leader and its live followers (-1 for a follower that has not fetched yet)."""
+        hosted = self.leader_partition(tp)
+        low = hosted.log.log_start_offset
+        starts = hosted.follower_log_starts
+        for replica in hosted.replicas:
+            if replica != self.broker_id and replica in live_brokers:
+                low = min(low, starts.get(replica, -1))
+        return low
+
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: p.high_watermark for tp, p in self.partitions.items()}
 
@@ -956,6 +1009,29 @@ class ReplicaManager:
         if self._checkpoint_failing:
             self._checkpoint_failing = False
             self.state_change_log.record("checkpoint-recovered")
+
+
+def _diverging_epoch(
+    tp: TopicPartition, plog: Log, fetch_offset: int, last_fetched_epoch: int
+) -> tuple[int, int] | None:
+    """Kafka's Partition.readRecords with a last fetched epoch: the (epoch, end offset)
+    this log has for it when the fetcher's log diverges from it there (the epoch ends
+    before the fetch offset, or only an older epoch is known), else None."""
+    epoch, end = plog.leader_epoch_cache.end_offset_for(last_fetched_epoch, plog.log_end_offset)
+    if epoch == UNDEFINED_EPOCH or end == UNDEFINED_OFFSET:
+        raise OffsetOutOfRangeError(
+            f"{tp}: could not determine the end offset of the last fetched epoch "
+            f"{last_fetched_epoch} from the request"
+        )
+    if fetch_offset < plog.log_start_offset:
+        # Whether or not the epochs diverge, as Kafka.
+        raise OffsetOutOfRangeError(
+            f"{tp}: fetch offset {fetch_offset} is below the log start offset "
+            f"{plog.log_start_offset}"
+        )
+    if epoch < last_fetched_epoch or end < fetch_offset:
+        return epoch, end
+    return None
 
 
 def check_leader_epoch(hosted: HostedPartition, current_leader_epoch: int) -> None:

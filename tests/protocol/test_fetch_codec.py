@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -245,11 +245,18 @@ def kio_response(
     error_code: int,
     session_id: int,
     throttle_ms: int,
+    diverging: Mapping[tuple[str, int], tuple[int, int]] | None = None,
 ) -> Any:
     """The kio FetchResponse the fetch handler (apis/fetch.py) builds."""
 
     def cls(name: str) -> type:
         return response_class(FETCH, version, name)
+
+    def tagged(name: str, index: int) -> dict[str, Any]:
+        div = (diverging or {}).get((name, index))
+        if div is None:
+            return {}
+        return {"diverging_epoch": cls("EpochEndOffset")(epoch=div[0], end_offset=div[1])}
 
     return build(
         cls("FetchResponse"),
@@ -276,6 +283,7 @@ def kio_response(
                         ),
                         preferred_read_replica=-1,
                         records=r,
+                        **tagged(name, index),
                     )
                     for index, error, hw, lso, start, aborted, r in partitions
                 ),
@@ -321,6 +329,40 @@ def test_response_is_kio_bytes(
     )
     assert len(ours) == 1  # no regions: one chunk, as encode_chunked_response makes
     assert joined(ours) == oracle
+
+
+@EXAMPLES
+@given(
+    topics=topic_results, picks=st.lists(st.booleans(), min_size=40, max_size=40), data=st.data()
+)
+def test_v12_response_with_diverging_epochs_is_kio_bytes(
+    topics: list[FetchTopicResult], picks: list[bool], data: st.DataObject
+) -> None:
+    """diverging_epoch (v12's tagged field 0) is written as kio writes it, on any kind
+    of partition (records, none, aborted transactions); the follower reads past it."""
+    chosen = iter(picks * 10)
+    diverging = {
+        (name, p[0]): (data.draw(i32), data.draw(i64))
+        for name, partitions in topics
+        for p in partitions
+        if next(chosen)
+    }
+    ours = encode_fetch_response(12, 3, topics, session_id=5, diverging=diverging)
+    oracle = b"".join(encode_response(3, kio_response(12, topics, 0, 5, 0, diverging)))
+    assert joined(ours) == oracle
+    _id, decoded = decode_fetch_response_v12(joined(ours)[4:])
+    assert [len(t.partitions) for t in decoded.responses] == [len(p) for _n, p in topics]
+
+
+def test_v12_diverging_epoch_is_read_by_kio() -> None:
+    topics: list[FetchTopicResult] = [
+        ("t", [(0, 0, 10, 10, 0, None, b""), (1, 0, 7, 7, 0, None, b"")])
+    ]
+    ours = joined(encode_fetch_response(12, 8, topics, diverging={("t", 1): (3, 42)}))
+    _id, response = decode_response(ours[4:], response_type(FETCH, 12))
+    p0, p1 = response.responses[0].partitions
+    assert (p0.diverging_epoch.epoch, p0.diverging_epoch.end_offset) == (-1, -1)
+    assert (p1.diverging_epoch.epoch, p1.diverging_epoch.end_offset) == (3, 42)
 
 
 class Segment:

@@ -217,3 +217,18 @@ def test_only_the_owner_uses_or_closes_a_session() -> None:
     )
     cache.open_fetch(session.id, FINAL_EPOCH, 2, {}, [], NOW + 7, owner="User:broker-2@h")
     assert cache.get(session.id) is None
+
+
+def test_a_diverging_partition_is_always_named() -> None:
+    """Kafka's FetchSession: a diverging_epoch answer is named even with nothing else
+    new, so the fetcher truncates; its last_fetched_epoch is kept with its position."""
+    cache = FetchSessionCache()
+    fetch = open_session(cache)
+    moved = PartitionPosition(4, 1 << 20, last_fetched_epoch=3)
+    nxt = incremental(cache, fetch, {TPS[1]: moved})
+    assert nxt.to_read()[TPS[1]].last_fetched_epoch == 3
+    same = PartitionAnswer(ErrorCode.none, False, 0, 0, 0)
+    assert nxt.respond({TPS[1]: same}) == []
+    again = incremental(cache, nxt, {TPS[1]: moved})
+    diverging = PartitionAnswer(ErrorCode.none, False, 0, 0, 0, diverging=True)
+    assert again.respond({TPS[1]: diverging}) == [TPS[1]]

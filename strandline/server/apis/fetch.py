@@ -52,6 +52,7 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             p.partition_max_bytes,
             p.current_leader_epoch,
             p.log_start_offset,
+            p.last_fetched_epoch,
         )
         for t in request.topics
         for p in t.partitions
@@ -120,13 +121,16 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
         # response carries the HW from before the update (docs/replication.md).
         now = ctx.now_ms()
         for tp, w in wanted.items():
-            if results[tp][0] == ErrorCode.none:
-                rm.on_follower_fetch(tp, replica_id, w.fetch_offset, now)
+            result = results[tp]
+            # A diverging follower's fetch offset is not its position (as Kafka).
+            if result[0] == ErrorCode.none and result[6] is None:
+                rm.on_follower_fetch(tp, replica_id, w.fetch_offset, now, w.log_start_offset)
     total = 0
     has_error = False
     for result in results.values():
         total += len(result[1])
-        has_error = has_error or result[0] != ErrorCode.none
+        # A diverging epoch is answered at once, as an error is.
+        has_error = has_error or result[0] != ErrorCode.none or result[6] is not None
     wait_s = request.max_wait.total_seconds()
     incremental = fetch.session is not None and not fetch.full
     if (wanted or incremental) and not has_error and total < request.min_bytes and wait_s > 0:
@@ -209,7 +213,7 @@ def _answers(
 ) -> dict[TopicPartition, PartitionAnswer]:
     """What each read found, for the session to decide which partitions to name."""
     answers = {}
-    for tp, (error, records, hw, start, lso, _aborted) in results.items():
+    for tp, (error, records, hw, start, lso, _aborted, diverging) in results.items():
         # Left out for the budget or the throttle: the session reads it again next time.
         more = (
             fetch.session is not None
@@ -218,7 +222,9 @@ def _answers(
             and tp in wanted
             and rm.available_bytes(tp, wanted[tp].fetch_offset, replica_id, 1, isolation) > 0
         )
-        answers[tp] = PartitionAnswer(error, bool(records), hw, lso, start, more)
+        answers[tp] = PartitionAnswer(
+            error, bool(records), hw, lso, start, more, diverging is not None
+        )
     return answers
 
 
@@ -236,10 +242,11 @@ def _unauthorized(
     return {tp for tp in wanted if tp.topic not in allowed}
 
 
-# error, records, high watermark, log start, last stable offset, aborted txns (read_committed)
+# error, records, high watermark, log start, last stable offset, aborted txns (read_committed),
+# diverging epoch (epoch, end offset) or None.
 # The records are a FileRegion (len() = size) on connections that send with sendfile.
-_Result = tuple[ErrorCode, Records, int, int, int, list[AbortedTxn] | None]
-_DENIED: _Result = (ErrorCode.topic_authorization_failed, b"", -1, -1, -1, None)
+_Result = tuple[ErrorCode, Records, int, int, int, list[AbortedTxn] | None, tuple[int, int] | None]
+_DENIED: _Result = (ErrorCode.topic_authorization_failed, b"", -1, -1, -1, None, None)
 
 
 def _collect(
@@ -270,10 +277,11 @@ def _collect(
                 current_leader_epoch=w.leader_epoch,
                 isolation_level=isolation_level,
                 as_region=as_region,
+                last_fetched_epoch=w.last_fetched_epoch,
             )
         except KafkaError as e:
             hw, start, lso = _offsets_or_unknown(ctx, tp)
-            results[tp] = (e.code, b"", hw, start, lso, None)
+            results[tp] = (e.code, b"", hw, start, lso, None, None)
             continue
         budget -= len(r.records)
         results[tp] = (
@@ -283,6 +291,7 @@ def _collect(
             r.log_start_offset,
             r.last_stable_offset,
             r.aborted_transactions,
+            r.diverging_epoch,
         )
     return results
 
@@ -303,8 +312,13 @@ def _response(
     error: ErrorCode,
 ) -> FramedResponse:
     by_topic: dict[str, list[FetchPartitionResult]] = {}
+    diverging: dict[tuple[str, int], tuple[int, int]] | None = None
     for tp in named:
-        p_error, records, hw, start, lso, aborted = results[tp]
+        p_error, records, hw, start, lso, aborted, diverged = results[tp]
+        if diverged is not None:
+            if diverging is None:
+                diverging = {}
+            diverging[tp] = diverged
         partitions = by_topic.get(tp.topic)
         if partitions is None:
             partitions = by_topic[tp.topic] = []
@@ -327,5 +341,6 @@ def _response(
             error_code=error,
             session_id=session_id,
             throttle_ms=NO_THROTTLE_MS,
+            diverging=diverging,
         )
     )

@@ -7,6 +7,7 @@ Kafka; the partition's producer state opens the transaction (storage.producer_st
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Hashable
 from typing import Any
 
@@ -20,7 +21,11 @@ from strandline.protocol.produce_codec import (
     decode_produce_request,
     encode_produce_response,
 )
-from strandline.protocol.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
+from strandline.protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_MASK,
+)
 from strandline.security.acl import AclOperation, ResourceType
 from strandline.server.apis.api_versions import NO_THROTTLE_MS
 from strandline.server.apis.registry import FramedResponse, api
@@ -31,6 +36,7 @@ from strandline.types import TopicPartition
 
 API_KEY = 0
 _NO_RECORD_ERRORS: list[RecordError] = []  # shared, never mutated
+_BATCH_LENGTH = struct.Struct(">i")  # at offset 8 of a batch, after its baseOffset
 log = logging.getLogger(__name__)
 
 
@@ -87,6 +93,15 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
             if not pdata.records:
                 outcome.fail(ErrorCode.corrupt_message, "produce request without records")
                 continue
+            if _more_than_one_batch(pdata.records):
+                # Kafka's ProduceRequest.validateRecords (v3+), before anything is
+                # appended: the whole partition is refused, the others go on.
+                outcome.fail(
+                    ErrorCode.invalid_record,
+                    f"Produce requests with version {header.api_version} are only allowed "
+                    "to contain exactly one record batch per partition",
+                )
+                continue
             if is_internal(tp.topic):  # after the ACL check, as Kafka's appendToLocalLog
                 outcome.fail(
                     ErrorCode.invalid_topic_exception,
@@ -119,6 +134,21 @@ async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any
     if acks == -1:
         await _await_replication(ctx, outcomes, request.timeout.total_seconds())
     return _response(header.api_version, header.correlation_id, request, outcomes)
+
+
+def _more_than_one_batch(records: bytes | bytearray | memoryview) -> bool:
+    """True when a whole second batch follows the first: where Kafka's batch iterator
+    (ByteBufferLogInputStream.nextBatch) finds one. Anything else after the first batch
+    (a partial batch, a bad length) is left to the append path, which judges it."""
+    size = len(records)
+    if size < LOG_OVERHEAD:
+        return False
+    (length,) = _BATCH_LENGTH.unpack_from(records, 8)
+    second = LOG_OVERHEAD + length
+    if length < 0 or size - second < LOG_OVERHEAD:
+        return False
+    (second_length,) = _BATCH_LENGTH.unpack_from(records, second + 8)
+    return second_length >= 0 and size - second >= LOG_OVERHEAD + second_length
 
 
 def _transactional_id_allowed(ctx: BrokerContext, request: Any) -> bool:
