@@ -94,6 +94,26 @@ def test_api_versions_unsupported_version_answers_v0(broker: str) -> None:
     assert_serves_normal_client(broker)
 
 
+@pytest.mark.parametrize(
+    ("name", "version"), [("bad name", "1"), ("it-wire", "1.0-"), ("", "1"), ("-x", "2")]
+)
+def test_api_versions_v3_malformed_client_software_is_invalid_request(
+    broker: str, name: str, version: str
+) -> None:
+    # KIP-511: v3's client name and version must match Kafka's pattern.
+    with WireClient(broker) as client:
+        request = wire.ApiVersionsRequest(
+            client_software_name=name, client_software_version=version
+        )
+        response = client.request(request)
+        assert response.error_code == ErrorCode.invalid_request
+        assert response.api_keys == ()
+        # The connection stays usable: a well-formed request then gets the ranges.
+        good = client.request(wire.api_versions())
+        assert good.error_code == ErrorCode.none and len(good.api_keys) > 10
+    assert_serves_normal_client(broker)
+
+
 def test_unsupported_version_of_another_api_is_refused(broker: str, topic: str) -> None:
     with WireClient(broker) as bad:
         bad.send_raw(wire.encode_request(wire.metadata(topic), 1, version=999))

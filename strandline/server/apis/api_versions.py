@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -16,13 +17,18 @@ API_KEY = 18
 MAX_VERSION = 3
 NO_THROTTLE = datetime.timedelta(0)
 NO_THROTTLE_MS = 0  # the same, for the hand-written encoders
+# Kafka's ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN (KIP-511).
+SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def api_versions_response(version: int, error: ErrorCode = ErrorCode.none) -> Any:
+def api_versions_response(
+    version: int, error: ErrorCode = ErrorCode.none, with_keys: bool = True
+) -> Any:
     entry = response_class(API_KEY, version, "ApiVersion")
     keys = tuple(
         entry(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
         for s in sorted(REGISTRY.values(), key=lambda s: s.api_key)
+        if with_keys
     )
     return build(
         response_class(API_KEY, version, "ApiVersionsResponse"),
@@ -40,4 +46,11 @@ def unsupported_version_response() -> Any:
 
 @api(API_KEY, 0, MAX_VERSION)
 async def handle(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
+    if header.api_version >= 3 and not all(
+        SOFTWARE_NAME_VERSION.fullmatch(str(v))
+        for v in (request.client_software_name, request.client_software_version)
+    ):
+        # As Kafka's KafkaApis: a malformed client name or version is INVALID_REQUEST,
+        # with no version ranges.
+        return api_versions_response(header.api_version, ErrorCode.invalid_request, False)
     return api_versions_response(header.api_version)

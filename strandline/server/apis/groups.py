@@ -257,6 +257,14 @@ async def join_group(ctx: BrokerContext, header: RequestHeader, request: Any) ->
         ),
         model.JoinGroupResponse,
     )
+    if getattr(request, "reason", None):
+        # v8+ (KIP-800): the client says why it (re)joins; Kafka only logs it.
+        log.info(
+            "member %s of group %s joins (client reason: %s)",
+            answer.member_id,
+            request.group_id,
+            request.reason,
+        )
     member_cls = response_class(JOIN_GROUP, v, "JoinGroupResponseMember")
     return build(
         response_class(JOIN_GROUP, v, "JoinGroupResponse"),
@@ -355,6 +363,15 @@ async def leave_group(ctx: BrokerContext, header: RequestHeader, request: Any) -
         ),
         model.LeaveGroupResponse,
     )
+    for m in request.members if v >= 5 else ():
+        if m.reason:
+            # KIP-800: why the member leaves; Kafka only logs it.
+            log.info(
+                "member %s left group %s through LeaveGroup (client reason: %s)",
+                m.member_id,
+                request.group_id,
+                m.reason,
+            )
     error = answer.error
     if v < 3 and error is ErrorCode.none and answer.members:
         # One member per request before v3: its own error is the answer.
