@@ -277,19 +277,22 @@ def describe_command(
     console.print(_offsets_table(group, state, rows))
 
 
+# kafka-consumer-groups.sh --describe --offsets, in its order.
+OFFSETS_HEADER = (
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+)
+
+
 def _offsets_table(group: str, state: str, rows: list[PartitionRow]) -> Table:
-    table = Table(
-        "GROUP",
-        "TOPIC",
-        "PARTITION",
-        "CURRENT-OFFSET",
-        "LOG-END-OFFSET",
-        "LAG",
-        "CONSUMER-ID",
-        "HOST",
-        "CLIENT-ID",
-        title=escape(f"group {group} ({state})"),
-    )
+    table = Table(*OFFSETS_HEADER, title=escape(f"group {group} ({state})"))
     for row in rows:
         table.add_row(
             escape(group),
@@ -596,17 +599,7 @@ def offsets_lines(view: GroupView) -> list[str]:
     """kafka-consumer-groups.sh --describe [--offsets]: a blank line, the header, a line
     per partition; columns as wide as their content (15 at least), as Kafka sizes them."""
     rows = [_row_cells(view.group, r) for r in view.rows]
-    header = [
-        "GROUP",
-        "TOPIC",
-        "PARTITION",
-        "CURRENT-OFFSET",
-        "LOG-END-OFFSET",
-        "LAG",
-        "CONSUMER-ID",
-        "HOST",
-        "CLIENT-ID",
-    ]
+    header = list(OFFSETS_HEADER)
     width = {i: max([15] + [len(r[i]) for r in rows]) for i in (0, 1, 6, 7)}
     width.update({2: 10, 3: 15, 4: 15, 5: 15})
     return [""] + [
