@@ -33,8 +33,8 @@ from tests.cli.support import runner, tool
 from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
 from tests.group.conftest import Harness, make_coordinator
-from tests.groups.support import create_topic, produce
-from tests.groups.wire_groups import Address, commit, coordinator_address, fetch_offsets
+from tests.group_cluster.support import create_topic, produce
+from tests.group_cluster.wire_groups import Address, commit, coordinator_address, fetch_offsets
 
 groups, ok, fails = tool("groups")
 

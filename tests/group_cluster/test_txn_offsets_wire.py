@@ -2,7 +2,7 @@
 offsets pending until WriteTxnMarkers closes the transaction, and the same state after a
 SIGKILL and restart (the offsets partition replayed with its transactional batches and
 markers). One broker, one test: the full consume-transform-produce flow with real
-clients lives in tests/transactions."""
+clients lives in tests/transaction_cluster."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from kio.schema.errors import ErrorCode
 
 from strandline.group.partitioning import OFFSETS_TOPIC, partition_for
 from strandline.protocol.messages import request_module
-from tests.groups.support import GROUP_BROKER_SETTINGS, create_topic, wait_until
-from tests.groups.wire_groups import Address, call, coordinator_address, request
+from tests.group_cluster.support import GROUP_BROKER_SETTINGS, create_topic, wait_until
+from tests.group_cluster.wire_groups import Address, call, coordinator_address, request
 
 ClusterFactory = Callable[..., Any]
 E = ErrorCode
