@@ -123,6 +123,32 @@ def _with_fault_bursts(rng: random.Random, kinds: list[str]) -> list[str]:
     return out[: len(kinds)]
 
 
+# After a broker comes back, the operator (or the auto-rebalancer) moves leadership back
+# to it with a preferred-replica election, issued while it is still catching up: the
+# request and the returning replica's ISR expansion race (a leader's ISR write reaches
+# ZooKeeper before its notification reaches the controller).
+PREFERRED_ON_RETURN = 0.5
+
+
+def _preferred_on_return(
+    rng: random.Random, broker: int, preferred_here: list[tuple[str, int]], index: int
+) -> list[ClusterEvent]:
+    """The broker is down past its session timeout (the controller moves its leaderships
+    and drops it from the ISRs), comes back, and the election for one of the partitions
+    it is the preferred replica of is issued while it catches up."""
+    topic, partition = rng.choice(preferred_here)
+    return [
+        Crash(broker),
+        *[Tick()] * 3,
+        Run(rng.randint(10, 20)),
+        _random_produce(rng, [(topic, partition)], index, "r"),
+        Restart(broker),
+        *[Run(1)] * rng.randint(3, 10),
+        PreferredElection(topic, partition),
+        *[Fetch(broker)] * rng.randint(1, 3),
+    ]
+
+
 def random_config(
     rng: random.Random, truncation: TruncationMode = TruncationMode.KIP279
 ) -> ClusterConfig:
@@ -216,6 +242,10 @@ def random_schedule(
             event = Crash(broker)
         elif kind == "restart":
             event = Restart(broker)
+            preferred_here = [(t, p) for t, p in partitions if p % len(BROKERS) == broker]
+            if preferred_here and rng.random() < PREFERRED_ON_RETURN:
+                schedule += _preferred_on_return(rng, broker, preferred_here, index)
+                continue
         elif kind == "expire":
             event = ExpireSession(broker)
         elif kind == "bounce":
