@@ -143,7 +143,7 @@ def _preferred_on_return(
         Run(rng.randint(10, 20)),
         _random_produce(rng, [(topic, partition)], index, "r"),
         Restart(broker),
-        *[Run(1)] * rng.randint(3, 10),
+        Run(rng.randint(3, 10)),
         PreferredElection(topic, partition),
         *[Fetch(broker)] * rng.randint(1, 3),
     ]
