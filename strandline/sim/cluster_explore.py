@@ -10,7 +10,10 @@ Faults come in bursts whose follow-ups often wait for a gap of background work (
 writes), so a second fault hits after the controller reacted to the first; with the
 simulator's HW checkpoints and its settle (the brokers still down stay down through a
 failover, then come back one at a time) this finds KIP-101's loss in `hw` mode and
-KIP-279's divergence in `kip101` mode (docs/replication.md).
+KIP-279's divergence in `kip101` mode (docs/replication.md). A broker's outage and
+return, with a preferred-replica election requested while it catches up, reaches the
+window where a controller that decides on the ISR it last heard of refuses the election
+wrongly.
 """
 
 from __future__ import annotations

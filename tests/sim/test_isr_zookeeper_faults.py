@@ -146,42 +146,40 @@ def test_reverting_fix_2_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     assert violations and "preferred replica election dropped" in violations[0], violations
 
 
-# `sim explore --cluster` with fix 2 reverted, seed 192, shrunk from 60 events: broker 1,
-# t-1's preferred replica, is down past its session timeout (t-1 moves to 2 and drops 1
+# `sim explore --cluster` with fix 2 reverted, seed 12, shrunk from 60 events: broker 2,
+# t-2's preferred replica, is down past its session timeout (t-2 moves to 0 and drops 2
 # from its ISR), comes back, and the election is requested while it catches up; its
-# fetch makes leader 2 write ISR [1, 2] to ZooKeeper and then the notification, which
-# the controller handles after the election: the old code decided on ISR [2] and deleted
-# the admin znode without electing 1.
-FIX2_CONFIG = ClusterConfig(
-    topics=(("t", 2, 2),), min_insync_replicas=2, unclean_leader_election=True
-)
+# fetch makes leader 0 write ISR [0, 1, 2] to ZooKeeper and then the notification,
+# which the controller handles after the election: the old code decided on ISR [0, 1]
+# and deleted the admin znode without electing 2.
+FIX2_CONFIG = ClusterConfig(topics=(("t", 3, 3),), min_insync_replicas=1)
 FIX2_SCHEDULE: list[ClusterEvent] = [
-    Crash(1),
+    Crash(2),
     Tick(),
     Tick(),
     Tick(),
-    Run(15),
-    Restart(1),
+    Run(18),
+    Restart(2),
     Run(7),
-    PreferredElection("t", 1),
-    Fetch(1),
+    PreferredElection("t", 2),
+    Fetch(2),
 ]
 # Seeds of `explore` (default settings) that find fix 2 reverted.
-FIX2_SEEDS = (192, 272)
+FIX2_SEEDS = (12, 82)
 
 
 def test_preferred_election_during_catch_up_elects_the_preferred_replica() -> None:
     sim = ClusterSim(FIX2_CONFIG)
     result = run_checked(sim, FIX2_SCHEDULE, stop_at_first=True, settle=True)
     assert result.violations == []
-    state = sim.partition_state(TopicPartition("t", 1))
-    assert state is not None and state.leader == 1
+    state = sim.partition_state(TopicPartition("t", 2))
+    assert state is not None and state.leader == 2
 
 
 def test_reverting_fix_2_is_caught_by_the_explorers_find(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(procedures.ControllerCore, "_refresh_states", no_refresh)
     found = violations_of(FIX2_CONFIG, FIX2_SCHEDULE)
-    assert found and "t-1: preferred replica election dropped" in found[0], found
+    assert found and "t-2: preferred replica election dropped" in found[0], found
 
 
 def test_explorer_finds_and_shrinks_fix_2_reverted(monkeypatch: pytest.MonkeyPatch) -> None:
