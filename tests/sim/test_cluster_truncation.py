@@ -20,7 +20,8 @@ from strandline.sim.cluster_explore import explore, violations_of
 
 HW, KIP101, KIP279 = TruncationMode.HW, TruncationMode.KIP101, TruncationMode.KIP279
 
-# Seed 11 in `hw` mode, shrunk from 60 events (KIP-101's first case): v2 is
+# Seed 11 in `hw` mode (the mix before the outage-and-return pattern), shrunk from 60
+# events (KIP-101's first case): v2 is
 # acknowledged by all three replicas; the leader 1 dies; broker 2 restarts within its
 # session and reads HW 0 from its checkpoint, so it truncates v2 on the LeaderAndIsr
 # while still in the ISR; the controller elects it.
@@ -33,7 +34,8 @@ KIP101_LOSS: list[ClusterEvent] = [
 ]
 KIP101_CONFIG = (("t", 3, 3),)
 
-# Seed 665 in `kip101` mode, shrunk (KIP-279's case): u-0's leader 2 dies with
+# Seed 665 in `kip101` mode (the mix before the outage-and-return pattern), shrunk
+# (KIP-279's case): u-0's leader 2 dies with
 # v2 appended; 1 leads epoch 1 and appends v23b, then dies; broker 0, back first, is
 # elected uncleanly, and 1 asks for epoch 1's end: 0 never had epoch 1, answers with
 # the start of its next epoch, and 1 keeps v23b where 0 has v2.
@@ -82,7 +84,8 @@ def test_kip279_divergence(mode: TruncationMode) -> None:
 
 
 def test_explorer_finds_and_shrinks_the_kip101_loss_in_hw_mode() -> None:
-    report = explore(12, seed=0, truncation=HW, shrink_violations=1)
+    # Seed 98 (seed 11 before the outage-and-return pattern changed its schedule).
+    report = explore(1, seed=98, truncation=HW, shrink_violations=1)
     assert report.violating_schedules > 0
     first = report.violations[0]
     assert "acknowledged write" in first.violations[0]
@@ -91,12 +94,13 @@ def test_explorer_finds_and_shrinks_the_kip101_loss_in_hw_mode() -> None:
 
 
 def test_explorer_finds_the_kip279_divergence_in_kip101_mode() -> None:
-    report = explore(1, seed=665, truncation=KIP101, shrink_violations=0)
+    # Seed 479 (665 before the outage-and-return pattern changed its schedule).
+    report = explore(1, seed=479, truncation=KIP101, shrink_violations=0)
     assert report.violating_schedules == 1
     assert "their logs differ" in report.violations[0].violations[0]
 
 
 def test_kip279_mode_over_the_same_budget_finds_nothing() -> None:
-    for seed, count in ((0, 12), (665, 1)):
+    for seed, count in ((98, 1), (479, 1)):
         report = explore(count, seed=seed, truncation=KIP279)
         assert report.violating_schedules == 0, report.violations[0].violations
