@@ -282,6 +282,7 @@ class ControllerCore:
                 decisions.elect_new_partitions(ctx, new_parts), new_partitions=True
             )
             yield from self._apply(decisions.elect_offline_partitions(ctx, self.unclean))
+            yield from self._refresh_for_started_brokers(on_new)
             yield from self._send_leader_and_isr(sorted(set(on_new)), only_brokers=started)
             # Topic deletions waiting for these brokers' replicas go on.
             yield from self._resume_topic_deletions(sorted(ctx.replicas_to_delete), started)
@@ -431,10 +432,19 @@ class ControllerCore:
         lost = {e.tp for e in elections if e.tp not in written}
         yield fx.DeletePreferredElection(tuple(tp for tp in requested if tp not in lost))
 
+    def _refresh_for_started_brokers(self, tps: Iterable[TopicPartition]) -> Procedure:
+        """The states started brokers are told are ZooKeeper's, not the ones we last
+        heard of: an ISR change whose notification's read lost its reply would hand a
+        restarted leader an ISR without a member ZooKeeper counts, and it would
+        acknowledge acks=all writes without that member."""
+        yield from self._refresh_states(tps)
+
     def _refresh_states(self, tps: Iterable[TopicPartition]) -> Procedure:
-        """Read the partitions' states from ZooKeeper before a preferred-replica
-        decision: a leader's ISR write reaches ZooKeeper before its notification reaches
-        us, and an election refused on the ISR we last heard of would be refused wrongly."""
+        """Read the partitions' states from ZooKeeper before a decision or a
+        LeaderAndIsr that rests on their ISR: a leader's ISR write reaches ZooKeeper before
+        its notification reaches us (and a notification's read may lose its reply), so the
+        ISR we last heard of may be stale — a preferred election refused wrongly, or a
+        restarted broker handed an ISR smaller than ZooKeeper's."""
         ctx = self._ctx()
         wanted = tuple(sorted(tp for tp in tps if tp in ctx.partition_states))
         if not wanted:

@@ -118,9 +118,7 @@ def perform(effect: fx.ZkEffect, zk: ControllerZk) -> Any:
     raise TypeError(f"not a ZooKeeper effect: {effect!r}")
 
 
-def _load_topic(
-    zk: ControllerZk, topic: str
-) -> tuple[dict[int, list[int]], uuid.UUID] | None:
+def _load_topic(zk: ControllerZk, topic: str) -> tuple[dict[int, list[int]], uuid.UUID] | None:
     """The topic's assignment and id; one without an id gets a new one, written
     conditionally on the version read (a tool rewriting the znode meanwhile means
     reading again) and fenced by our controller epoch (KafkaController's setTopicIds)."""

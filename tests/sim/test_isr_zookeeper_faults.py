@@ -194,3 +194,27 @@ def test_explorer_finds_and_shrinks_fix_2_reverted(monkeypatch: pytest.MonkeyPat
     )
     monkeypatch.undo()
     assert violations_of(first.config, first.shrunk) == []
+
+
+# kip279 seed 7682 (found by the explorer with both fixes in): leader 1 writes ISR
+# [0, 1, 2] and its notification; the controller, in a ZooKeeper blip, deletes the
+# notification but its read of the state loses its reply, so its view keeps [1, 2]; leader
+# 1 restarts within its session and, handed [1, 2], acknowledges acks=all writes without
+# broker 0, which ZooKeeper still counts. The controller now reads ZooKeeper's states
+# before telling started brokers their partitions.
+STALE_VIEW_SEED = 7682
+
+
+def test_a_restarted_leader_is_told_zookeepers_isr(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert explore(1, seed=STALE_VIEW_SEED).violating_schedules == 0
+    monkeypatch.setattr(procedures.ControllerCore, "_refresh_for_started_brokers", no_refresh)
+    report = explore(1, seed=STALE_VIEW_SEED, shrink_violations=1)
+    assert report.violating_schedules == 1
+    [found] = report.violations
+    assert len(found.shrunk) <= 20, found.shrunk
+    assert any(
+        "acknowledged offset" in v and "while ZooKeeper's ISR is" in v
+        for v in violations_of(found.config, found.shrunk)
+    )
+    monkeypatch.undo()
+    assert violations_of(found.config, found.shrunk) == []
