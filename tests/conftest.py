@@ -37,6 +37,7 @@ _TIER_BY_FOLDER = {"spark": "spark", "faults": "root", "chaos": "root", "deploy"
 _TIER_BY_MODULE = {
     "test_console_browser.py": "browser",
     "test_checker.py": "pure",
+    "test_worker_errors.py": "pure",
     "test_timeline.py": "pure",
     "test_clients_roundtrip.py": "cluster",
     "test_connection.py": "cluster",

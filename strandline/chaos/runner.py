@@ -17,6 +17,7 @@ import multiprocessing
 import shutil
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -541,6 +542,16 @@ def run_schedule(config: ChaosConfig) -> ScheduleResult:
     return Run(config).execute()
 
 
+def run_schedule_in_worker(config: ChaosConfig) -> ScheduleResult:
+    """run_schedule in a pool process. Its exception travels back pickled, and some
+    cannot be unpickled by the parent (librdkafka's KafkaException: "import of module
+    'cimpl' failed"), which hid why a schedule could not run: send its text instead."""
+    try:
+        return run_schedule(config)
+    except Exception as error:
+        raise RuntimeError(f"{error!r}\n{traceback.format_exc()}") from None
+
+
 class ScheduleFailed(Exception):
     def __init__(self, seed: int, error: BaseException) -> None:
         super().__init__(f"seed {seed}: the schedule could not run: {error!r}")
@@ -560,7 +571,7 @@ def run_schedules(
         return
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(jobs, mp_context=context, max_tasks_per_child=1) as pool:
-        pending = {pool.submit(run_schedule, config): config for config in configs}
+        pending = {pool.submit(run_schedule_in_worker, config): config for config in configs}
         for future in as_completed(pending):
             try:
                 yield future.result()
