@@ -102,7 +102,9 @@ def test_restarted_broker_waits_out_its_crashed_predecessor(zk_connect: str) -> 
     finally:
         crashed.kill()
         crashed.wait()
-    with ZkClient(zk_connect, session_timeout_ms=600).connect() as restarted:
+    # The same session timeout as its predecessor, as a restarted broker has: it waits
+    # up to 1.5 x its own timeout + 1 s for the old registration to go.
+    with ZkClient(zk_connect, session_timeout_ms=2000).connect() as restarted:
         old = restarted.get_broker(3)
         assert old is not None and old.port == 1
         started = time.monotonic()
