@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from strandline.faults import disk
+from tests.cluster.support import wait_until
 
 
 def strandline(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -90,7 +91,13 @@ def test_fault_commands_from_separate_processes(data_dir: Path) -> None:
     assert lost.returncode == 1 and "did not answer" in lost.stderr, lost.stderr
     assert "Traceback" not in lost.stderr
     strandline("cluster", "zk-start", "1", "--data-dir", d)
-    assert "live" in strandline("cluster", "status", "--data-dir", d).stdout
+    # The brokers' sessions may have expired without a quorum: they register again
+    # once it is back, and status shows them live then.
+    wait_until(
+        "a live broker in status after the quorum is back",
+        lambda: "live" in strandline("cluster", "status", "--data-dir", d, check=False).stdout,
+        timeout_s=60,
+    )
 
     strandline("cluster", "down", "--data-dir", d)
     assert not disk.is_limited(log_dir)
