@@ -35,6 +35,7 @@ TOTALS: tuple[tuple[str, str], ...] = (
     ("indeterminate", "indeterminate"),
     ("lost_acks1", "lost_acks1"),
     ("duplicates_non_idempotent", "duplicates_non_idempotent"),
+    ("duplicates_epoch_bump", "duplicates_epoch_bump"),
 )
 
 
@@ -152,7 +153,8 @@ def totals_panel(summary: Mapping[str, Any]) -> Panel:
         f"lost: {summary.get('lost', 0)}",
         f"wrong offset: {summary.get('wrong_offset', 0)}",
         f"duplicates: {summary.get('duplicates', 0)}"
-        f"  (non-idempotent, legal: {summary.get('duplicates_non_idempotent', 0)})",
+        f"  (non-idempotent, legal: {summary.get('duplicates_non_idempotent', 0)};"
+        f" resent by the client under a bumped epoch: {summary.get('duplicates_epoch_bump', 0)})",
         f"reordered: {summary.get('reordered', 0)}",
         f"diverged: {summary.get('diverged', 0)}",
         f"offsets backwards: {summary.get('offsets_backwards', 0)}",

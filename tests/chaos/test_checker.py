@@ -236,6 +236,63 @@ def test_a_duplicate_from_an_idempotent_producer_is_an_anomaly() -> None:
     assert result.anomalies[0].detail["positions"] == [[TOPIC, 0, 0], [TOPIC, 0, 1]]
 
 
+def writers(*batches: tuple[int, int, int, int, int], partition: int = 0) -> Op:
+    """A producer-batches op: (first offset, last offset, producer id, epoch, base seq)."""
+    return {
+        "t": 1001.0,
+        "process": "checker",
+        "f": "producer-batches",
+        "type": "ok",
+        "topic": TOPIC,
+        "partition": partition,
+        "batches": [list(b) for b in batches],
+    }
+
+
+def test_a_duplicate_resent_under_a_bumped_epoch_is_counted_apart() -> None:
+    # Chaos seed 29177: p0-0001058 at offset 1061 (producer 1000, epoch 0, seq 352) and
+    # again at 1094 (epoch 1, seq 0) after librdkafka bumped its epoch; only the second
+    # copy was acknowledged.
+    ops = [send(1.0, "a", 3, seq=1), send(1.1, "b", 4, seq=2)]
+    ops += [final(0, "a"), final(1, "b"), final(2, "x"), final(3, "a"), final(4, "b")]
+    ops.append(send(1.2, "x", 2, idempotent=False))
+    ops.append(writers((0, 1, 1000, 0, 352), (3, 4, 1000, 1, 0)))
+    result = check(ops)
+    assert result.ok, result.anomalies
+    assert result.duplicates == 0 and result.duplicates_epoch_bump == 2
+    assert CheckResult.from_json(result.to_json()).duplicates_epoch_bump == 2
+
+
+def test_a_duplicate_under_one_producer_epoch_stays_an_anomaly() -> None:
+    # Same producer id and epoch: the broker should have answered DUPLICATE_SEQUENCE_NUMBER.
+    ops = [send(1.0, "a", 1), final(0, "a"), final(1, "a")]
+    ops.append(writers((0, 0, 7, 2, 5), (1, 1, 7, 2, 5)))
+    result = check(ops)
+    assert result.duplicates == 1 and result.duplicates_epoch_bump == 0
+    assert result.anomalies[0].detail["writers"] == [[7, 2, 5], [7, 2, 5]]
+
+
+@pytest.mark.parametrize(
+    "batches",
+    [
+        # Two producer ids: not one client's resend.
+        [(0, 0, 7, 0, 5), (1, 1, 8, 1, 0)],
+        # The later copy under the older epoch: not a resend after a bump.
+        [(0, 0, 7, 1, 0), (1, 1, 7, 0, 5)],
+        # One copy's writer unknown (no batch holds offset 1).
+        [(0, 0, 7, 0, 5)],
+        # Not an idempotent batch at all.
+        [],
+    ],
+)
+def test_a_duplicate_without_proof_of_an_epoch_bump_stays_an_anomaly(
+    batches: list[tuple[int, int, int, int, int]],
+) -> None:
+    ops = [send(1.0, "a", 1), final(0, "a"), final(1, "a"), writers(*batches)]
+    result = check(ops)
+    assert result.duplicates == 1 and result.duplicates_epoch_bump == 0
+
+
 def test_a_duplicate_from_a_non_idempotent_producer_is_legal() -> None:
     ops = [send(1.0, "v0", 1, idempotent=False), final(0, "v0"), final(1, "v0")]
     result = check(ops)
