@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +23,11 @@ from strandline.chaos.checker import (
     fault_windows,
 )
 from strandline.chaos.history import HistoryFormatError, HistoryWriter, Op, read_history
-from strandline.chaos.report import ScheduleResult, render_table, summarize
+from strandline.chaos.report import ScheduleResult, load_results, render_table, summarize
+from strandline.storage.config import LogConfig
+from strandline.storage.log import Log
+from strandline.types import TopicPartition
+from tests.storage.batches import build_batch
 
 TOPIC = "t"
 
@@ -691,6 +696,39 @@ def test_report_reads_finished_schedules_across_run_folders(tmp_path: Path) -> N
     assert summary["schedules"] == 2 and summary["lost"] == results[0].check.lost >= 1
     assert [a["seed"] for a in summary["anomalies"]] == [1] * len(summary["anomalies"])
     assert summary["schedules_per_hour"] == pytest.approx(90.0)
+
+
+def test_recheck_reads_the_writers_from_a_kept_schedules_segments(tmp_path: Path) -> None:
+    """A history from before the runner recorded `producer-batches` (run 7's seeds 29177
+    and 29175): --recheck reads the writers from the segments the failed schedule kept."""
+    folder = tmp_path / "run" / "seed-5"
+    tp = TopicPartition(TOPIC, 0)
+    log = Log.open(
+        folder / "cluster" / "broker-2" / "data" / tp.dir_name,
+        tp,
+        LogConfig(),
+        recovery_point=0,
+        log_start_offset=0,
+        now_ms=0,
+        clean_shutdown=False,
+        writer=os.pwrite,
+    )
+    try:
+        for epoch in (0, 1):  # written, then written again after an epoch bump
+            log.append_as_leader(
+                build_batch([b"a"], producer_id=9, producer_epoch=epoch, base_sequence=0), 0, 0
+            )
+    finally:
+        log.close()
+    ops = [send(1.0, "a", 1), final(0, "a"), final(1, "a")]
+    ops.append({**compare(True), "high_watermark": 2, "brokers": [1, 2]})
+    with HistoryWriter(folder / "history.jsonl") as writer:
+        for op in ops:
+            writer.write(op)
+    (folder / "check.json").write_text(json.dumps(check(ops, seed=5).to_json()))
+    assert [r.check.duplicates for r in load_results([tmp_path / "run"])] == [1]
+    [result] = load_results([tmp_path / "run"], recheck=True)
+    assert result.check.ok and result.check.duplicates_epoch_bump == 1
 
 
 def test_worst_partition_unavailability_sees_one_stalled_partition() -> None:
