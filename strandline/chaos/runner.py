@@ -334,9 +334,10 @@ class Run:
         status = {p.tp: p for p in cluster.status().partitions}
         for tp, hw in sorted(hws.items()):
             replicas = status[tp].replicas if tp in status else sorted(cluster.brokers)
-            if not replicas:
-                continue
-            directory = replica_verify.partition_dir(cluster.log_dir(replicas[0]), tp)
+            dirs = [replica_verify.partition_dir(cluster.log_dir(b), tp) for b in replicas]
+            directory = next((d for d in dirs if d.is_dir()), None)
+            if directory is None:
+                continue  # the checker then keeps every duplicate of it an anomaly
             batches = replica_verify.producer_batches(directory, hw)
             self.record(
                 {
