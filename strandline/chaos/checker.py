@@ -19,6 +19,13 @@ Rules, as implemented (each anomaly kind names the rule):
 - "duplicate": a value at more than one offset of the final read, sent by an idempotent
   producer. Duplicates from non-idempotent producers (or of values no send op names) are
   legal at-least-once retries: counted in `duplicates_non_idempotent`, not anomalies.
+  When `producer-batches` ops say who wrote each copy, and every copy of the value was
+  written by the same producer id under a strictly higher producer epoch than the copy
+  before it, the client wrote it again after bumping its epoch (librdkafka's "drain and
+  bump" renumbers batches that may already be written; confluentinc/librdkafka#4953). A
+  broker cannot match batches of different epochs (Kafka's cannot either), so this is
+  counted in `duplicates_epoch_bump`, not an anomaly. Copies under one epoch remain
+  "duplicate": that would be the broker's duplicate detection failing.
 - "reorder": per idempotent producer (and its optional `session` field: a producer that
   restarts with a new producer id only orders within one session) and final-read
   partition, each value's first offset is taken; walking offsets upwards, a record whose
@@ -90,6 +97,10 @@ DEFAULT_GRACE_S = 10.0
 DEFAULT_MAX_ANOMALIES_PER_KIND = 100
 
 TP = tuple[str, int]
+# An idempotent batch of the final read: first offset, last offset, producer id, producer
+# epoch, base sequence (a `producer-batches` op).
+Batch = tuple[int, int, int, int, int]
+_MAX_OFFSET = 1 << 62
 GroupTP = tuple[str, str, int]
 
 
@@ -132,6 +143,9 @@ class CheckResult:
     failed_but_present: int = 0  # ...of which the final read holds the value anyway
     lost_acks1: int = 0
     duplicates_non_idempotent: int = 0
+    # Idempotent duplicates the client wrote again under a bumped producer epoch
+    # (see "duplicate" above): a client-side loss of idempotence, not the broker's.
+    duplicates_epoch_bump: int = 0
     unknown_values: int = 0  # final-read values no send op names
     dirty_reads: int = 0  # polls of an offset whose final-read value differs or is absent
     final_read_records: int = 0
@@ -206,6 +220,7 @@ def check(
     positions: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
     consumer_ops: list[Op] = []
     fault_ops: list[Op] = []
+    writers: dict[TP, list[Batch]] = {}
     unclean = 0
 
     for op in ordered:
@@ -245,6 +260,10 @@ def check(
             consumer_ops.append(op)
         elif f == "fault":
             fault_ops.append(op)
+        elif f == "producer-batches":
+            writers[(op["topic"], int(op["partition"]))] = sorted(
+                (int(b[0]), int(b[1]), int(b[2]), int(b[3]), int(b[4])) for b in op["batches"]
+            )
         elif f == "replica-compare":
             if not op["identical"]:
                 found.add(
@@ -260,7 +279,7 @@ def check(
                 unclean += 1
 
     lost_acks1 = _check_acked(acked, final, positions, found, acks1_loss_is_anomaly)
-    dup_legal = _check_duplicates(sent, positions, found)
+    dup_legal, dup_epoch_bump = _check_duplicates(sent, positions, found, writers)
     _check_reorder(sent, positions, found)
     polled, dirty = _check_consumers(consumer_ops, final, found)
 
@@ -296,6 +315,7 @@ def check(
         failed_but_present=sum(1 for v in unacked_failed if v in positions),
         lost_acks1=lost_acks1,
         duplicates_non_idempotent=dup_legal,
+        duplicates_epoch_bump=dup_epoch_bump,
         unknown_values=sum(1 for v in positions if v not in sent),
         dirty_reads=dirty,
         final_read_records=sum(len(records) for records in final.values()),
@@ -358,22 +378,59 @@ def _check_duplicates(
     sent: Mapping[str, Op],
     positions: Mapping[str, list[tuple[str, int, int]]],
     found: _Anomalies,
-) -> int:
+    writers: Mapping[TP, list[Batch]],
+) -> tuple[int, int]:
+    """(legal non-idempotent duplicates, idempotent ones resent under a bumped epoch)."""
     legal = 0
+    epoch_bump = 0
     for value, where in positions.items():
         if len(where) < 2:
             continue
         op = sent.get(value)
-        if op is not None and op.get("idempotent"):
+        if op is None or not op.get("idempotent"):
+            legal += 1
+        elif _resent_under_new_epochs(where, writers):
+            epoch_bump += 1
+        else:
             found.add(
                 "duplicate",
                 value=value,
                 producer=op.get("producer"),
                 positions=[list(p) for p in where],
+                writers=[_writer_of(writers, (p[0], p[1]), p[2]) for p in where],
             )
-        else:
-            legal += 1
-    return legal
+    return legal, epoch_bump
+
+
+def _writer_of(writers: Mapping[TP, list[Batch]], tp: TP, offset: int) -> list[int] | None:
+    """[producer id, producer epoch, sequence] of the record at `offset`, when known."""
+    batches = writers.get(tp)
+    if not batches:
+        return None
+    i = bisect_right(batches, (offset, _MAX_OFFSET)) - 1
+    if i < 0:
+        return None
+    first, last, producer_id, producer_epoch, base_sequence = batches[i]
+    if offset > last:
+        return None
+    return [producer_id, producer_epoch, base_sequence + offset - first]
+
+
+def _resent_under_new_epochs(
+    where: list[tuple[str, int, int]], writers: Mapping[TP, list[Batch]]
+) -> bool:
+    """Every copy in one partition, by one producer id, each later copy (by offset) under
+    a strictly higher producer epoch than the one before: a client resend after an epoch
+    bump, which no broker can recognise as a duplicate."""
+    if len({(topic, partition) for topic, partition, _ in where}) != 1:
+        return False
+    copies = [_writer_of(writers, (t, p), o) for t, p, o in sorted(where)]
+    if any(c is None for c in copies):
+        return False
+    known = [c for c in copies if c is not None]
+    if len({c[0] for c in known}) != 1:
+        return False
+    return all(a[1] < b[1] for a, b in zip(known, known[1:], strict=False))
 
 
 def _check_reorder(

@@ -121,6 +121,17 @@ class FinalReadOp(_Base):
     key: str
 
 
+class ProducerBatchesOp(_Base):
+    """The idempotent batches of a partition below its HW, read from a replica's segment
+    files after the final read: [first offset, last offset, producer id, producer epoch,
+    base sequence] each. The consumer API does not show who wrote a record; this does."""
+
+    f: Literal["producer-batches"]
+    topic: str
+    partition: int
+    batches: list[list[int]]
+
+
 class ReplicaCompareOp(_Base):
     f: Literal["replica-compare"]
     topic: str
@@ -152,6 +163,7 @@ REQUIRED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "admin": ("action",),
     "fault": ("fault", "phase"),
     "final-read": ("topic", "partition", "offset", "value"),
+    "producer-batches": ("topic", "partition", "batches"),
     "replica-compare": ("topic", "partition", "identical"),
     "state-change": ("event",),
 }

@@ -21,6 +21,7 @@ from rich.table import Table
 from strandline.chaos.checker import CheckResult
 from strandline.chaos.checker import check as run_checker
 from strandline.chaos.history import Op, read_history
+from strandline.storage import replica_verify
 
 # Totals summed over schedules: (summary key, CheckResult attribute).
 TOTALS: tuple[tuple[str, str], ...] = (
@@ -35,6 +36,7 @@ TOTALS: tuple[tuple[str, str], ...] = (
     ("indeterminate", "indeterminate"),
     ("lost_acks1", "lost_acks1"),
     ("duplicates_non_idempotent", "duplicates_non_idempotent"),
+    ("duplicates_epoch_bump", "duplicates_epoch_bump"),
 )
 
 
@@ -152,7 +154,8 @@ def totals_panel(summary: Mapping[str, Any]) -> Panel:
         f"lost: {summary.get('lost', 0)}",
         f"wrong offset: {summary.get('wrong_offset', 0)}",
         f"duplicates: {summary.get('duplicates', 0)}"
-        f"  (non-idempotent, legal: {summary.get('duplicates_non_idempotent', 0)})",
+        f"  (non-idempotent, legal: {summary.get('duplicates_non_idempotent', 0)};"
+        f" resent by the client under a bumped epoch: {summary.get('duplicates_epoch_bump', 0)})",
         f"reordered: {summary.get('reordered', 0)}",
         f"diverged: {summary.get('diverged', 0)}",
         f"offsets backwards: {summary.get('offsets_backwards', 0)}",
@@ -189,6 +192,37 @@ def check_schedule(ops: Sequence[Op], seed: int | None) -> CheckResult:
     return run_checker(ops, seed=seed, grace=None, acks1_loss_is_anomaly=True)
 
 
+def kept_producer_batches(folder: Path, ops: Sequence[Op]) -> list[Op]:
+    """`producer-batches` ops rebuilt from the segments a failed schedule keeps under
+    `cluster/broker-N/data`, for a history written before the runner recorded them: the
+    final read's partitions, up to the HW each replica comparison used."""
+    if any(op["f"] == "producer-batches" for op in ops):
+        return []
+    topics = {op["topic"] for op in ops if op["f"] == "final-read"}
+    rebuilt: list[Op] = []
+    for op in ops:
+        if op["f"] != "replica-compare" or op["topic"] not in topics:
+            continue
+        tp = f"{op['topic']}-{op['partition']}"
+        for broker in op.get("brokers") or []:
+            directory = folder / "cluster" / f"broker-{broker}" / "data" / tp
+            if directory.is_dir():
+                batches = replica_verify.producer_batches(directory, int(op["high_watermark"]))
+                rebuilt.append(
+                    {
+                        "t": op["t"],
+                        "process": "checker",
+                        "f": "producer-batches",
+                        "type": "ok",
+                        "topic": op["topic"],
+                        "partition": op["partition"],
+                        "batches": [list(b) for b in batches],
+                    }
+                )
+                break
+    return rebuilt
+
+
 # History ops written only once a schedule's workload, healing and final read are over.
 RUN_ENDED = ("replica-compare", "replica-compare-skipped")
 
@@ -210,7 +244,7 @@ def load_results(run_dirs: Sequence[Path], *, recheck: bool = False) -> list[Sch
                 # fixed) is checked now; one cut short before its final read is not.
                 if not check_path.exists() and not any(op["f"] in RUN_ENDED for op in ops):
                     continue
-                check = check_schedule(ops, seed)
+                check = check_schedule([*ops, *kept_producer_batches(folder, ops)], seed)
                 check_path.write_text(json.dumps(check.to_json(), indent=2) + "\n")
             elif check_path.exists():
                 check = CheckResult.from_json(json.loads(check_path.read_text()))

@@ -325,6 +325,32 @@ class Run:
             consumer.close()
         return hws
 
+    def _record_producer_batches(
+        self, cluster: LocalCluster, hws: dict[TopicPartition, int]
+    ) -> None:
+        """Who wrote each idempotent batch of the final read (producer id, epoch, base
+        sequence), from one replica's segments (the replica comparison checks they all
+        agree below the HW): the checker tells a client's resend under a bumped epoch
+        from a duplicate the broker failed to detect (docs/faults.md bug 9)."""
+        status = {p.tp: p for p in cluster.status().partitions}
+        for tp, hw in sorted(hws.items()):
+            replicas = status[tp].replicas if tp in status else sorted(cluster.brokers)
+            dirs = [replica_verify.partition_dir(cluster.log_dir(b), tp) for b in replicas]
+            directory = next((d for d in dirs if d.is_dir()), None)
+            if directory is None:
+                continue  # the checker then keeps every duplicate of it an anomaly
+            batches = replica_verify.producer_batches(directory, hw)
+            self.record(
+                {
+                    "process": "checker",
+                    "f": "producer-batches",
+                    "type": "ok",
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "batches": [list(b) for b in batches],
+                }
+            )
+
     def _compare_replicas(self, cluster: LocalCluster, hws: dict[TopicPartition, int]) -> None:
         """Every partition of the cluster, not only the workload's: the admin thread's
         topics and `__consumer_offsets` (compared modulo compaction) too."""
@@ -491,6 +517,7 @@ class Run:
             for worker in others:
                 worker.join(30)
             hws = self._final_read(cluster)
+            self._record_producer_batches(cluster, hws)
             self._compare_replicas(cluster, hws)
             self._copy_state_change_logs(cluster)
         finally:

@@ -42,6 +42,30 @@ def replica_batches(directory: Path, below: int) -> bytes:
     return bytes(out)
 
 
+def producer_batches(directory: Path, below: int) -> list[tuple[int, int, int, int, int]]:
+    """(first offset, last offset, producer id, producer epoch, base sequence) of every
+    idempotent or transactional data batch that ends below offset `below`, in offset order,
+    from one replica's segment files: who wrote which offsets, which a consumer cannot see."""
+    out = []
+    for segment in sorted(directory.glob("*.log")):
+        data = segment.read_bytes()
+        try:
+            for h in iter_batches(data):
+                if h.next_offset <= below and h.producer_id >= 0 and not h.is_control:
+                    out.append(
+                        (
+                            h.base_offset,
+                            h.last_offset,
+                            h.producer_id,
+                            h.producer_epoch,
+                            h.base_sequence,
+                        )
+                    )
+        except KafkaError:
+            pass  # as replica_batches: a torn batch at the end of a live segment
+    return out
+
+
 def checkpointed_high_watermark(log_dir: Path, tp: TopicPartition) -> int | None:
     """The HW in `replication-offset-checkpoint` (written periodically and on shutdown)."""
     path = log_dir / REPLICATION_OFFSET_CHECKPOINT

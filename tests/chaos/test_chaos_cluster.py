@@ -140,3 +140,36 @@ def test_checker_catches_unclean_election_loss(tmp_path: Path) -> None:
     assert check.lost > 0, json.dumps(check.to_json())[:2000]
     logs = "".join(p.read_text() for p in result.folder.glob("state-change-broker-*.log"))
     assert "unclean-leader-election" in logs
+
+
+def test_the_history_names_the_writer_of_every_idempotent_record(tmp_path: Path) -> None:
+    """After the final read the runner records, from the segment files, the producer id,
+    epoch and base sequence of each idempotent batch below the HW: what lets the checker
+    tell a client's resend under a bumped epoch from a duplicate the broker let through."""
+    config = ChaosConfig(seed=13, out_dir=tmp_path, seconds=5, plan=[], rate_per_s=60)
+    result = run_schedule(config)
+    assert result.check.ok, json.dumps(result.check.to_json())[:2000]
+    ops = [json.loads(line) for line in (result.folder / "history.jsonl").open()]
+    named = {op["partition"]: op["batches"] for op in ops if op["f"] == "producer-batches"}
+    assert sorted(named) == list(range(config.partitions))
+    covered = {
+        (partition, offset)
+        for partition, batches in named.items()
+        for first, last, producer_id, producer_epoch, _seq in batches
+        if producer_id >= 0 and producer_epoch >= 0
+        for offset in range(first, last + 1)
+    }
+    sent = {op["value"]: op for op in ops if op["f"] == "send"}
+    idempotent_reads = [
+        (op["partition"], op["offset"])
+        for op in ops
+        if op["f"] == "final-read" and sent.get(op["value"], {}).get("idempotent")
+    ]
+    assert len(idempotent_reads) > 100
+    assert all(read in covered for read in idempotent_reads)
+    plain_reads = [
+        (op["partition"], op["offset"])
+        for op in ops
+        if op["f"] == "final-read" and not sent.get(op["value"], {}).get("idempotent", True)
+    ]
+    assert plain_reads and not any(read in covered for read in plain_reads)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +23,11 @@ from strandline.chaos.checker import (
     fault_windows,
 )
 from strandline.chaos.history import HistoryFormatError, HistoryWriter, Op, read_history
-from strandline.chaos.report import ScheduleResult, render_table, summarize
+from strandline.chaos.report import ScheduleResult, load_results, render_table, summarize
+from strandline.storage.config import LogConfig
+from strandline.storage.log import Log
+from strandline.types import TopicPartition
+from tests.storage.batches import build_batch
 
 TOPIC = "t"
 
@@ -234,6 +239,63 @@ def test_a_duplicate_from_an_idempotent_producer_is_an_anomaly() -> None:
     result = check(ops)
     assert result.duplicates == 1 and kinds(result) == ["duplicate"]
     assert result.anomalies[0].detail["positions"] == [[TOPIC, 0, 0], [TOPIC, 0, 1]]
+
+
+def writers(*batches: tuple[int, int, int, int, int], partition: int = 0) -> Op:
+    """A producer-batches op: (first offset, last offset, producer id, epoch, base seq)."""
+    return {
+        "t": 1001.0,
+        "process": "checker",
+        "f": "producer-batches",
+        "type": "ok",
+        "topic": TOPIC,
+        "partition": partition,
+        "batches": [list(b) for b in batches],
+    }
+
+
+def test_a_duplicate_resent_under_a_bumped_epoch_is_counted_apart() -> None:
+    # Chaos seed 29177: p0-0001058 at offset 1061 (producer 1000, epoch 0, seq 352) and
+    # again at 1094 (epoch 1, seq 0) after librdkafka bumped its epoch; only the second
+    # copy was acknowledged.
+    ops = [send(1.0, "a", 3, seq=1), send(1.1, "b", 4, seq=2)]
+    ops += [final(0, "a"), final(1, "b"), final(2, "x"), final(3, "a"), final(4, "b")]
+    ops.append(send(1.2, "x", 2, idempotent=False))
+    ops.append(writers((0, 1, 1000, 0, 352), (3, 4, 1000, 1, 0)))
+    result = check(ops)
+    assert result.ok, result.anomalies
+    assert result.duplicates == 0 and result.duplicates_epoch_bump == 2
+    assert CheckResult.from_json(result.to_json()).duplicates_epoch_bump == 2
+
+
+def test_a_duplicate_under_one_producer_epoch_stays_an_anomaly() -> None:
+    # Same producer id and epoch: the broker should have answered DUPLICATE_SEQUENCE_NUMBER.
+    ops = [send(1.0, "a", 1), final(0, "a"), final(1, "a")]
+    ops.append(writers((0, 0, 7, 2, 5), (1, 1, 7, 2, 5)))
+    result = check(ops)
+    assert result.duplicates == 1 and result.duplicates_epoch_bump == 0
+    assert result.anomalies[0].detail["writers"] == [[7, 2, 5], [7, 2, 5]]
+
+
+@pytest.mark.parametrize(
+    "batches",
+    [
+        # Two producer ids: not one client's resend.
+        [(0, 0, 7, 0, 5), (1, 1, 8, 1, 0)],
+        # The later copy under the older epoch: not a resend after a bump.
+        [(0, 0, 7, 1, 0), (1, 1, 7, 0, 5)],
+        # One copy's writer unknown (no batch holds offset 1).
+        [(0, 0, 7, 0, 5)],
+        # Not an idempotent batch at all.
+        [],
+    ],
+)
+def test_a_duplicate_without_proof_of_an_epoch_bump_stays_an_anomaly(
+    batches: list[tuple[int, int, int, int, int]],
+) -> None:
+    ops = [send(1.0, "a", 1), final(0, "a"), final(1, "a"), writers(*batches)]
+    result = check(ops)
+    assert result.duplicates == 1 and result.duplicates_epoch_bump == 0
 
 
 def test_a_duplicate_from_a_non_idempotent_producer_is_legal() -> None:
@@ -634,6 +696,39 @@ def test_report_reads_finished_schedules_across_run_folders(tmp_path: Path) -> N
     assert summary["schedules"] == 2 and summary["lost"] == results[0].check.lost >= 1
     assert [a["seed"] for a in summary["anomalies"]] == [1] * len(summary["anomalies"])
     assert summary["schedules_per_hour"] == pytest.approx(90.0)
+
+
+def test_recheck_reads_the_writers_from_a_kept_schedules_segments(tmp_path: Path) -> None:
+    """A history from before the runner recorded `producer-batches` (run 7's seeds 29177
+    and 29175): --recheck reads the writers from the segments the failed schedule kept."""
+    folder = tmp_path / "run" / "seed-5"
+    tp = TopicPartition(TOPIC, 0)
+    log = Log.open(
+        folder / "cluster" / "broker-2" / "data" / tp.dir_name,
+        tp,
+        LogConfig(),
+        recovery_point=0,
+        log_start_offset=0,
+        now_ms=0,
+        clean_shutdown=False,
+        writer=os.pwrite,
+    )
+    try:
+        for epoch in (0, 1):  # written, then written again after an epoch bump
+            log.append_as_leader(
+                build_batch([b"a"], producer_id=9, producer_epoch=epoch, base_sequence=0), 0, 0
+            )
+    finally:
+        log.close()
+    ops = [send(1.0, "a", 1), final(0, "a"), final(1, "a")]
+    ops.append({**compare(True), "high_watermark": 2, "brokers": [1, 2]})
+    with HistoryWriter(folder / "history.jsonl") as writer:
+        for op in ops:
+            writer.write(op)
+    (folder / "check.json").write_text(json.dumps(check(ops, seed=5).to_json()))
+    assert [r.check.duplicates for r in load_results([tmp_path / "run"])] == [1]
+    [result] = load_results([tmp_path / "run"], recheck=True)
+    assert result.check.ok and result.check.duplicates_epoch_bump == 1
 
 
 def test_worst_partition_unavailability_sees_one_stalled_partition() -> None:
