@@ -39,6 +39,7 @@ _TIER_BY_MODULE = {
     "test_checker.py": "pure",
     "test_worker_errors.py": "pure",
     "test_timeline.py": "pure",
+    "test_consumer_stamps.py": "pure",
     "test_clients_roundtrip.py": "cluster",
     "test_connection.py": "cluster",
     "test_listener_startup.py": "cluster",

@@ -192,7 +192,9 @@ def validate(op: Mapping[str, Any], where: str | None = None) -> None:
 class HistoryWriter:
     """Appends ops to a JSONL history; safe to share between the workload's threads.
 
-    The lock covers stamping `t` and writing, so the file's line order is `t` order.
+    The lock covers stamping `t` and writing, so the file's line order is `t` order,
+    except for ops that come stamped from where they happened (a consumer process's,
+    `t_at`), which can reach the writer late: readers order by `t`, not by line.
     Each line is flushed at once: a run that dies mid-way still leaves a readable prefix.
     """
 
@@ -206,6 +208,11 @@ class HistoryWriter:
     def now(self) -> float:
         """Seconds since the writer was created: the clock of every op's `t`."""
         return time.monotonic() - self._start
+
+    def t_at(self, monotonic: float) -> float:
+        """The `t` of something that happened at `time.monotonic()` == `monotonic`, in
+        this process or another on the machine (an op stamped where it happened)."""
+        return round(monotonic - self._start, 6)
 
     def next_fault_id(self) -> int:
         with self._lock:

@@ -486,7 +486,7 @@ class Run:
                 ),
             ]
             for consumer in self.consumers:
-                if not consumer.begin(self.record, bootstrap):
+                if not consumer.begin(self.record, bootstrap, self.history.t_at):
                     self.record({"process": consumer.name, "f": "not-ready", "type": "info"})
             for worker in [*producers, *others]:
                 if not isinstance(worker, ConsumerProcess):
@@ -507,7 +507,7 @@ class Run:
                 worker.join(40)
             self._wait(
                 "every replica back in every ISR",
-                lambda: all(len(p.isr) == len(p.replicas) for p in cluster.status().partitions),
+                lambda: all(not p.under_replicated for p in cluster.status().partitions),
                 60,
             )
             # Consumers get time to read what the producers wrote before they stop.

@@ -307,6 +307,7 @@ class ConsumerWorker(Worker):
 
 
 READY = "ready"  # a consumer process's first message: imports done, waiting to begin
+MONOTONIC = "monotonic"  # a consumer process's op: when it happened, by time.monotonic()
 
 
 def _consumer_process(
@@ -319,11 +320,18 @@ def _consumer_process(
     join_s: float,
     client_log: str | None,
 ) -> None:
-    """A child process's main: one ConsumerWorker, its ops sent to the parent, which
-    stamps them as it writes them (the history's lines stay in `t` order; a queue hop
-    is well under a millisecond). It says READY once imported, then waits for the
-    bootstrap servers (None: end). A consumer that does not stop within `join_s`
-    (librdkafka hanging in close()) is left behind: the process exits without it."""
+    """A child process's main: one ConsumerWorker, its ops sent to the parent, each
+    stamped here with `time.monotonic()` (one clock for every process on the machine) at
+    the moment it happened: the parent's pump can fall a second and more behind on a
+    loaded machine, and a commit stamped when it reached the history could then seem to
+    follow another member's later commit (a false "offset-backwards"). It says READY
+    once imported, then waits for the bootstrap servers (None: end). A consumer that does
+    not stop within `join_s` (librdkafka hanging in close()) is left behind: the process
+    exits without it."""
+
+    def send(op: dict[str, Any]) -> None:
+        ops.put({**op, MONOTONIC: time.monotonic()})
+
     if client_log is not None:
         handler = logging.FileHandler(client_log)
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
@@ -331,13 +339,13 @@ def _consumer_process(
     ops.put(READY)
     bootstrap = control.get()
     if bootstrap is not None:
-        worker = ConsumerWorker(index, ops.put, bootstrap, topic, group)
+        worker = ConsumerWorker(index, send, bootstrap, topic, group)
         worker.start()
         stop.wait()
         worker.stop()
         worker.join(join_s)
         if worker.is_alive():
-            ops.put({"process": worker.name, "f": "hung", "type": "info", "where": "close"})
+            send({"process": worker.name, "f": "hung", "type": "info", "where": "close"})
     ops.put(None)
     ops.close()
     ops.join_thread()
@@ -365,6 +373,7 @@ class ConsumerProcess:
     ) -> None:
         self.name = f"consumer-{index}"
         self.record: Record | None = None
+        self._t_at: Callable[[float], float] = lambda monotonic: monotonic
         self.kill_after_s = kill_after_s
         context = multiprocessing.get_context("spawn")
         self._ops = context.Queue()
@@ -384,10 +393,18 @@ class ConsumerProcess:
         self.process.start()
         self._pump.start()
 
-    def begin(self, record: Record, bootstrap: str, ready_timeout_s: float = 120.0) -> bool:
+    def begin(
+        self,
+        record: Record,
+        bootstrap: str,
+        t_at: Callable[[float], float],
+        ready_timeout_s: float = 120.0,
+    ) -> bool:
         """Start consuming; waits first (up to `ready_timeout_s`) for the process to be
-        ready. Returns whether it was."""
+        ready. Returns whether it was. `t_at` turns an op's `time.monotonic()` into the
+        history's `t`."""
         self.record = record
+        self._t_at = t_at
         was_ready = self.ready.wait(ready_timeout_s)
         self._begun = True
         self._control.put(bootstrap)
@@ -406,7 +423,8 @@ class ConsumerProcess:
             if op == READY:
                 self.ready.set()
             elif self.record is not None:
-                self.record(op)
+                t = self._t_at(op.pop(MONOTONIC))
+                self.record({**op, "t": t})
 
     def stop(self) -> None:
         self._stop.set()
