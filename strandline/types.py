@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 
@@ -29,3 +31,53 @@ DEBUGGING_REPLICA_ID = -2
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3  # ListOffsets v7+ (KIP-734): the record with the largest timestamp
 LATEST_TIMESTAMP = -1
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """A partition's leader, replicas and ISR as a tool reads them, from a Metadata answer
+    or ZooKeeper's state znode: the one place its health questions are answered (the
+    broker's own view is `replication.Partition`, the controller's `LeaderAndIsr`).
+
+    `offline` is decided against the live brokers when the info is built: metadata can
+    name a dead leader until the controller has moved leadership, and Kafka's tools count
+    that partition as unavailable."""
+
+    tp: TopicPartition
+    leader: int | None  # -1: no leader; None: no state read (the state znode is missing)
+    leader_epoch: int | None  # None: not read (a Metadata answer without it)
+    replicas: list[int]
+    isr: list[int]
+    offline: bool
+
+    @classmethod
+    def of(
+        cls,
+        tp: TopicPartition,
+        leader: int | None,
+        replicas: Sequence[int],
+        isr: Sequence[int],
+        live: Collection[int],
+        leader_epoch: int | None = None,
+    ) -> PartitionInfo:
+        offline = leader is None or leader < 0 or leader not in live
+        return cls(tp, leader, leader_epoch, list(replicas), list(isr), offline)
+
+    @property
+    def topic(self) -> str:
+        return self.tp.topic
+
+    @property
+    def partition(self) -> int:
+        return self.tp.partition
+
+    @property
+    def has_leader(self) -> bool:
+        return self.leader is not None and self.leader >= 0
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    def under_min_isr(self, min_isr: int) -> bool:
+        return len(self.isr) < min_isr

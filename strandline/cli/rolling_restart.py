@@ -34,10 +34,9 @@ from strandline.launcher.local_cluster import (
     ClusterError,
     ClusterStatus,
     LocalCluster,
-    PartitionStatus,
     read_cluster_status,
 )
-from strandline.types import TopicPartition
+from strandline.types import PartitionInfo, TopicPartition
 
 MIN_ISR_KEY = "min.insync.replicas"
 PREFERRED_ELECTION = 0
@@ -51,7 +50,7 @@ class RollError(RuntimeError):
 
 
 def restart_blockers(
-    broker_id: int, partitions: Iterable[PartitionStatus], min_isr: Callable[[str], int]
+    broker_id: int, partitions: Iterable[PartitionInfo], min_isr: Callable[[str], int]
 ) -> list[str]:
     """Why `broker_id` may not stop now: one line per partition whose ISR would drop below
     its topic's min.insync.replicas (acks=all writes there would fail), [] if none.
@@ -72,13 +71,13 @@ def restart_blockers(
     return reasons
 
 
-def not_in_isr(broker_id: int, partitions: Iterable[PartitionStatus]) -> list[TopicPartition]:
+def not_in_isr(broker_id: int, partitions: Iterable[PartitionInfo]) -> list[TopicPartition]:
     """Partitions the broker replicates but is not yet back in the ISR of."""
     return [p.tp for p in partitions if broker_id in p.replicas and broker_id not in p.isr]
 
 
 def preferred_elsewhere(
-    broker_id: int, partitions: Iterable[PartitionStatus]
+    broker_id: int, partitions: Iterable[PartitionInfo]
 ) -> list[TopicPartition]:
     """Partitions whose preferred (first) replica is the broker but that another leads."""
     return [p.tp for p in partitions if p.replicas[:1] == [broker_id] and p.leader != broker_id]

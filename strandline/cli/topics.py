@@ -11,7 +11,6 @@ import json
 import re
 from collections.abc import Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from rich.table import Table
 
 from strandline.cli import rdkafka, tool_console
 from strandline.client.admin import AdminError, read_properties
+from strandline.types import PartitionInfo, TopicPartition
 
 console = tool_console()
 err_console = tool_console(stderr=True)
@@ -49,26 +49,6 @@ FILTERS = (
 
 class TopicToolError(RuntimeError):
     """Reported to the user as one line, exit code 1."""
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    topic: str
-    partition: int
-    leader: int  # -1: no leader
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-    def unavailable(self, live: set[int]) -> bool:
-        # Kafka also counts a leader that the cluster no longer lists as live: metadata
-        # can name a dead leader until the controller has moved leadership.
-        return self.leader < 0 or self.leader not in live
-
-    def under_replicated(self) -> bool:
-        return len(self.isr) < len(self.replicas)
-
-    def under_min_isr(self, min_isr: int) -> bool:
-        return len(self.isr) < min_isr
 
 
 def parse_configs(pairs: Iterable[str]) -> dict[str, str]:
@@ -195,25 +175,21 @@ class Topics:
             if not (exclude_internal and name.startswith("__"))
         )
 
-    def partitions(self, topic: str | None) -> tuple[list[PartitionInfo], set[int]]:
-        """Every partition (of `topic`, or of all topics) and the live broker ids."""
+    def partitions(self, topic: str | None) -> list[PartitionInfo]:
+        """Every partition (of `topic`, or of all topics), offline ones marked against
+        the live brokers."""
         metadata = self.metadata()
         if topic is not None and topic not in metadata.topics:
             raise TopicToolError(f"topic {topic!r} does not exist")
+        live = set(metadata.brokers)
         infos = [
-            PartitionInfo(
-                name,
-                p.id,
-                p.leader,
-                tuple(p.replicas),
-                tuple(p.isrs),
-            )
+            PartitionInfo.of(TopicPartition(name, p.id), p.leader, p.replicas, p.isrs, live)
             for name, t in metadata.topics.items()
             if topic is None or name == topic
             for p in t.partitions.values()
         ]
-        infos.sort(key=lambda i: (i.topic, i.partition))
-        return infos, set(metadata.brokers)
+        infos.sort(key=lambda i: i.tp)
+        return infos
 
     def configs(self, topics: Iterable[str]) -> dict[str, dict[str, Any]]:
         """topic -> {name: ConfigEntry}; a topic deleted meanwhile is left out."""
@@ -291,7 +267,7 @@ def describe(
 ) -> None:
     """kafka-topics --describe: a summary line per topic, then one line per partition
     (`--output table` a table, `--output json` one JSON object)."""
-    infos, live = tool.partitions(None)
+    infos = tool.partitions(None)
     if topics is not None:
         wanted = set(topics)
         infos = [i for i in infos if i.topic in wanted]
@@ -301,8 +277,8 @@ def describe(
         infos = [
             i
             for i in infos
-            if (under_replicated and i.under_replicated())
-            or (unavailable and i.unavailable(live))
+            if (under_replicated and i.under_replicated)
+            or (unavailable and i.offline)
             or (under_min_isr and i.under_min_isr(_min_isr(configs.get(i.topic, {}))))
         ]
     by_topic: dict[str, list[PartitionInfo]] = {}
@@ -318,7 +294,7 @@ def describe(
                         "partitions": [
                             {
                                 "partition": p.partition,
-                                "leader": p.leader if p.leader >= 0 else None,
+                                "leader": p.leader if p.has_leader else None,
                                 "replicas": list(p.replicas),
                                 "isr": list(p.isr),
                             }
@@ -334,8 +310,8 @@ def describe(
         if infos:
             table = Table("Topic", "Partition", "Leader", "Replicas", "Isr")
             for i in infos:
-                leader = str(i.leader) if i.leader >= 0 else "[red]none[/]"
-                isr = _ids(i.isr) if not i.under_replicated() else f"[yellow]{_ids(i.isr)}[/]"
+                leader = str(i.leader) if i.has_leader else "[red]none[/]"
+                isr = _ids(i.isr) if not i.under_replicated else f"[yellow]{_ids(i.isr)}[/]"
                 table.add_row(escape(i.topic), str(i.partition), leader, _ids(i.replicas), isr)
             console.print(table)
         elif filtered:
@@ -351,7 +327,7 @@ def describe(
                 f"ReplicationFactor: {rf}\tConfigs: {_overrides(configs.get(name, {}))}"
             )
         for i in parts:
-            leader = str(i.leader) if i.leader >= 0 else "none"
+            leader = str(i.leader) if i.has_leader else "none"
             print(
                 f"\tTopic: {i.topic}\tPartition: {i.partition}\tLeader: {leader}\t"
                 f"Replicas: {_ids(i.replicas)}\tIsr: {_ids(i.isr)}"

@@ -53,7 +53,7 @@ from strandline.console.metrics import (
 from strandline.console.sources import ConsoleError, NotFoundError, Sources
 from strandline.coordination.zk_client import ZkClient
 from strandline.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
-from strandline.types import TopicPartition
+from strandline.types import PartitionInfo, TopicPartition
 
 # Short: a stopped broker must not hold a page that refreshes every second; whatever
 # did not answer in time is shown as unknown, with that reason.
@@ -89,6 +89,10 @@ class Broker:
 
 @dataclass(frozen=True)
 class Partition:
+    """A partition as the console's pages and JSON show it: a `PartitionInfo` (whose
+    health rules it copies when built) with the topic's min.insync.replicas and what the
+    console found against the ISR."""
+
     topic: str
     partition: int
     leader: int  # -1: none
@@ -879,7 +883,7 @@ class Gatherer:
             leader, leader_epoch, isr = p.leader, None, list(p.isrs)
             if tp in zk_states:
                 leader, leader_epoch, isr = zk_states[tp]
-            replicas = list(p.replicas)
+            info = PartitionInfo.of(tp, leader, p.replicas, sorted(isr), live, leader_epoch)
             minimum = min_isr.get(name, 1)
             problems, silent = self._health((name, p.id), leader, isr, scrapes)
             partitions.append(
@@ -888,12 +892,12 @@ class Gatherer:
                     partition=p.id,
                     leader=leader,
                     leader_epoch=leader_epoch,
-                    replicas=replicas,
-                    isr=sorted(isr),
+                    replicas=info.replicas,
+                    isr=info.isr,
                     min_isr=minimum,
-                    offline=leader < 0 or leader not in live,
-                    under_replicated=len(isr) < len(replicas),
-                    under_min_isr=len(isr) < minimum,
+                    offline=info.offline,
+                    under_replicated=info.under_replicated,
+                    under_min_isr=info.under_min_isr(minimum),
                     problems=problems,
                     not_answering=silent,
                 )

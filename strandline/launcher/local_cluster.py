@@ -70,7 +70,7 @@ from strandline.launcher.cluster_security import (
     write_client_properties,
     write_private,
 )
-from strandline.types import TopicPartition
+from strandline.types import PartitionInfo, TopicPartition
 
 CLUSTER_FILE = "cluster.json"
 CLIENT_PROPERTIES = "client.properties"
@@ -145,23 +145,12 @@ class ZooKeeperNode:
 
 
 @dataclass(frozen=True)
-class PartitionStatus:
-    tp: TopicPartition
-    leader: int | None
-    leader_epoch: int | None
-    replicas: list[int]
-    isr: list[int]
-    offline: bool
-    under_replicated: bool
-
-
-@dataclass(frozen=True)
 class ClusterStatus:
     controller: int | None
     controller_epoch: int | None
     live_brokers: dict[int, str]  # id -> host:port
     broker_epochs: dict[int, int]
-    partitions: list[PartitionStatus]
+    partitions: list[PartitionInfo]
 
 
 def parse_signal(name: str | int | signal.Signals) -> signal.Signals:
@@ -1071,25 +1060,21 @@ def host_layout(
 def read_cluster_status(zk: ZkClient) -> ClusterStatus:
     live = zk.get_live_brokers()
     epoch = zk.get_controller_epoch()
-    partitions: list[PartitionStatus] = []
+    partitions: list[PartitionInfo] = []
     for topic in zk.get_all_topics():
         assignment = zk.get_topic_assignment(topic) or {}
         tps = [TopicPartition(topic, p) for p in sorted(assignment)]
         states = zk.get_partition_states(tps)
         for tp in tps:
-            replicas = assignment[tp.partition]
             state = states.get(tp)
-            leader = state[0].leader if state else None
-            isr = list(state[0].isr) if state else []
             partitions.append(
-                PartitionStatus(
-                    tp=tp,
-                    leader=leader,
+                PartitionInfo.of(
+                    tp,
+                    state[0].leader if state else None,
+                    assignment[tp.partition],
+                    state[0].isr if state else [],
+                    live,
                     leader_epoch=state[0].leader_epoch if state else None,
-                    replicas=replicas,
-                    isr=isr,
-                    offline=leader is None or leader < 0 or leader not in live,
-                    under_replicated=len(isr) < len(replicas),
                 )
             )
     return ClusterStatus(

@@ -14,9 +14,9 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from strandline.launcher.local_cluster import ClusterStatus, LocalCluster, PartitionStatus
+from strandline.launcher.local_cluster import ClusterStatus, LocalCluster
 from strandline.storage import replica_verify
-from strandline.types import TopicPartition
+from strandline.types import PartitionInfo, TopicPartition
 
 T = TypeVar("T")
 
@@ -33,7 +33,7 @@ def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float = 20.0
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
 
 
-def partition_status(cluster: LocalCluster, tp: TopicPartition) -> PartitionStatus:
+def partition_status(cluster: LocalCluster, tp: TopicPartition) -> PartitionInfo:
     status: ClusterStatus = cluster.status()
     [found] = [p for p in status.partitions if p.tp == tp]
     return found

@@ -17,8 +17,8 @@ from strandline.cli.rolling_restart import (
     preferred_elsewhere,
     restart_blockers,
 )
-from strandline.launcher.local_cluster import LocalCluster, PartitionStatus
-from strandline.types import TopicPartition
+from strandline.launcher.local_cluster import LocalCluster
+from strandline.types import PartitionInfo, TopicPartition
 from tests.cli.support import tool
 from tests.cluster.support import create_topic, wait_until
 from tests.conftest import ClusterFactory
@@ -27,10 +27,8 @@ from tests.faults.test_netns_cluster import PacedProducer, assert_nothing_acked_
 _run, ok, fails = tool("cluster", "rolling-restart")
 
 
-def part(topic: str, replicas: list[int], isr: list[int], leader: int) -> PartitionStatus:
-    return PartitionStatus(
-        TopicPartition(topic, 0), leader, 0, replicas, isr, False, len(isr) < len(replicas)
-    )
+def part(topic: str, replicas: list[int], isr: list[int], leader: int) -> PartitionInfo:
+    return PartitionInfo.of(TopicPartition(topic, 0), leader, replicas, isr, live=replicas)
 
 
 def test_a_broker_is_refused_when_a_partition_would_go_under_min_isr() -> None:
