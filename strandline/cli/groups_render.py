@@ -104,6 +104,13 @@ def print_offsets(view: GroupView) -> None:
     console.print(offsets_table(view.group, view.state, view.rows))
 
 
+def _partitions_text(partitions: list[TopicPartition]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items()))
+
+
 def print_members(view: GroupView, verbose: bool) -> None:
     if not view.members:
         console.print(f"Consumer group {escape(repr(view.group))} has no active members.")
@@ -137,13 +144,6 @@ def print_states(views: list[GroupView]) -> None:
 
 
 # == kafka-consumer-groups.sh lines ============================================================
-
-
-def _partitions_text(partitions: list[TopicPartition]) -> str:
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items()))
 
 
 def warn_state(view: GroupView) -> None:
@@ -251,6 +251,17 @@ def reset_lines(plans: list[Plan]) -> list[str]:
     ]
 
 
+def export_lines(group: str, new: dict[TopicPartition, int], *, several: bool) -> list[str]:
+    """--export, as --from-file reads it: one group's lines without the group, several
+    groups' with it (Kafka's export)."""
+    return [
+        f"{group},{tp.topic},{tp.partition},{offset}"
+        if several
+        else f"{tp.topic},{tp.partition},{offset}"
+        for tp, offset in sorted(new.items())
+    ]
+
+
 # == JSON =====================================================================================
 
 
@@ -289,17 +300,6 @@ def view_json(view: GroupView, view_name: str) -> dict[str, Any]:
         out["assignment_strategy"] = view.assignor
         out["members"] = len(view.members)
     return out
-
-
-def export_lines(group: str, new: dict[TopicPartition, int], *, several: bool) -> list[str]:
-    """--export, as --from-file reads it: one group's lines without the group, several
-    groups' with it (Kafka's export)."""
-    return [
-        f"{group},{tp.topic},{tp.partition},{offset}"
-        if several
-        else f"{tp.topic},{tp.partition},{offset}"
-        for tp, offset in sorted(new.items())
-    ]
 
 
 def groups_json(groups: list[tuple[str, str, str, int]]) -> str:
