@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from strandline.cli.groups import GroupToolError, parse_duration, parse_offsets_csv
+from strandline.cli.groups_parse import parse_duration, parse_offsets_csv
 from strandline.cli.main import _spread_multi_values
 from strandline.cli.rdkafka import cause
 from strandline.cli.topics import TopicToolError, parse_replica_assignment
+from strandline.client.groups import GroupToolError
 from strandline.types import TopicPartition
 
 

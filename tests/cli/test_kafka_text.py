@@ -6,16 +6,9 @@ from __future__ import annotations
 
 from strandline.cli.configs import Config, Entity
 from strandline.cli.configs import kafka_lines as config_lines
-from strandline.cli.groups import (
-    GroupView,
-    MemberView,
-    PartitionRow,
-    members_lines,
-    offsets_lines,
-    reset_lines,
-    state_lines,
-)
+from strandline.cli.groups_render import members_lines, offsets_lines, reset_lines, state_lines
 from strandline.cli.kafka_text import check_output, pretty_table
+from strandline.client.groups import GroupView, MemberView, PartitionRow
 from strandline.types import TopicPartition
 
 LONG_ID = "consumer-1-0123456789abcdef0123456789abcdef"
