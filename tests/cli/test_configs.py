@@ -32,8 +32,9 @@ from confluent_kafka.admin import (
 from strandline.coordination.zk_client import ZkClient
 from strandline.launcher.local_cluster import LocalCluster
 from tests.cli.support import tool
-from tests.cluster.support import create_topic, producer, wait_until
+from tests.cluster.support import create_topic, producer
 from tests.conftest import ClusterFactory
+from tests.waiting import wait_until
 
 Row = tuple[str, str, bool]  # value, source, read-only
 

@@ -30,11 +30,11 @@ from strandline.group.records import GroupMetadataKey, OffsetCommitKey, decode_k
 from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import TopicPartition
 from tests.cli.support import runner, tool
-from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
 from tests.group.conftest import Harness, make_coordinator
 from tests.group_cluster.support import create_topic, produce
 from tests.group_cluster.wire_groups import Address, commit, coordinator_address, fetch_offsets
+from tests.waiting import wait_until
 
 groups, ok, fails = tool("groups")
 

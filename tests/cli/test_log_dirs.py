@@ -20,8 +20,9 @@ from kafka import KafkaAdminClient
 
 from strandline.launcher.local_cluster import LocalCluster
 from tests.cli.support import tool
-from tests.cluster.support import create_topic, producer, wait_until
+from tests.cluster.support import create_topic, producer
 from tests.conftest import ClusterFactory
+from tests.waiting import wait_until
 
 Replicas = dict[tuple[int, str], dict[str, Any]]  # (broker, "topic-p") -> Kafka's entry
 

@@ -16,8 +16,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from strandline.launcher.local_cluster import LocalCluster
-from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
+from tests.waiting import wait_until
 
 # Well under what a loaded 2-core machine moves unthrottled (14 MB/s with the suite's
 # other workers running), so the throttle, not the machine, sets the pace.

@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from strandline.cli.admin import _metadata
 from strandline.cli.main import app
 from tests.cli.support import runner, tool
-from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
+from tests.waiting import wait_until
 
 reassign, ok, fails = tool("reassign")
 TOPIC = "stuck"

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from strandline.launcher.local_cluster import CLIENT_PROPERTIES
 from tests.cli.support import tool
 from tests.console.support import console_process
-from tests.security.test_secured_cluster import create_topic, produce, wait_until
+from tests.security.test_secured_cluster import create_topic, produce
+from tests.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.conftest import ClusterFactory
@@ -92,6 +93,7 @@ def test_every_tool_and_the_console_on_a_sasl_ssl_cluster(
                          "--throttle", "10000000")  # fmt: skip
     assert "Successfully started partition reassignment for sec-t-0" in moved
     verified = wait_until(
+        "the reassignment completed",
         lambda: (
             (
                 out := _reassign[0](*common, "--verify", "--reassignment-json-file", str(plan))
@@ -101,7 +103,6 @@ def test_every_tool_and_the_console_on_a_sasl_ssl_cluster(
             and out.stdout
         ),
         30,
-        "the reassignment completed",
     )
     assert "Clearing broker-level throttles on brokers 1,2" in verified
     assert "leader.replication.throttled.rate" not in _configs[1](

@@ -15,8 +15,9 @@ import sys
 import pytest
 
 from strandline.launcher.local_cluster import LocalCluster
-from tests.cluster.support import metric, scrape, wait_until
+from tests.cluster.support import metric, scrape
 from tests.conftest import ClusterFactory
+from tests.waiting import wait_until
 
 Row = tuple[str, int, str, tuple[int, ...], tuple[int, ...]]
 

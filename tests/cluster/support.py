@@ -17,20 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from strandline.launcher.local_cluster import ClusterStatus, LocalCluster
 from strandline.storage import replica_verify
 from strandline.types import PartitionInfo, TopicPartition
+from tests.waiting import wait_until
 
 T = TypeVar("T")
-
-
-def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float = 20.0) -> T:
-    """Poll `probe` until it returns something truthy; fail naming `what` otherwise."""
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
 
 
 def partition_status(cluster: LocalCluster, tp: TopicPartition) -> PartitionInfo:

@@ -4,6 +4,7 @@ unclean leader election."""
 from __future__ import annotations
 
 from strandline.types import TopicPartition
+from tests.waiting import wait_until
 
 from .support import (
     create_topic,
@@ -11,7 +12,6 @@ from .support import (
     partition_status,
     producer,
     state_change_events,
-    wait_until,
 )
 
 

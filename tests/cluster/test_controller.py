@@ -6,6 +6,7 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient
 
 from strandline.types import TopicPartition
+from tests.waiting import wait_until
 
 from .support import (
     consume_all,
@@ -15,7 +16,6 @@ from .support import (
     producer,
     replica_batches,
     state_change_events,
-    wait_until,
 )
 
 

@@ -30,6 +30,7 @@ from confluent_kafka import KafkaError
 from strandline.faults import disk
 from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import TopicPartition
+from tests.waiting import wait_until
 
 from .support import (
     consume_all,
@@ -39,7 +40,6 @@ from .support import (
     producer,
     replica_batches,
     state_change_events,
-    wait_until,
 )
 
 TOPIC = "fills"

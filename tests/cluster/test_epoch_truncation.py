@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from strandline.launcher.local_cluster import LocalCluster
 from strandline.storage import replica_verify
 from strandline.types import TopicPartition
+from tests.waiting import wait_until
 
 from .support import (
     consume_all,
@@ -29,7 +30,6 @@ from .support import (
     producer,
     replica_batches,
     state_change_events,
-    wait_until,
 )
 
 TOPIC = "diverge"

@@ -7,6 +7,7 @@ import threading
 import time
 
 from strandline.types import TopicPartition
+from tests.waiting import wait_until
 
 from .support import (
     consume_all,
@@ -16,7 +17,6 @@ from .support import (
     partition_status,
     producer,
     replica_batches,
-    wait_until,
 )
 
 RECORDS = 50_000

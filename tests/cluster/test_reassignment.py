@@ -15,6 +15,7 @@ from strandline.cli.main import app
 from strandline.coordination.zk_client import ZkClient
 from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import TopicPartition
+from tests.waiting import wait_until
 
 from .support import (
     consume_all,
@@ -23,7 +24,6 @@ from .support import (
     producer,
     replica_batches,
     state_change_events,
-    wait_until,
 )
 
 runner = CliRunner()

@@ -16,15 +16,9 @@ from typer.testing import CliRunner
 from strandline.cli.main import app
 from strandline.coordination.zk_client import ZkClient
 from strandline.types import TopicPartition
+from tests.waiting import wait_until
 
-from .support import (
-    consume_all,
-    delivery_recorder,
-    partition_status,
-    producer,
-    state_change_events,
-    wait_until,
-)
+from .support import consume_all, delivery_recorder, partition_status, producer, state_change_events
 from .test_reassignment import create_with_assignment
 
 runner = CliRunner()

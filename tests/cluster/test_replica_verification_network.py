@@ -8,8 +8,9 @@ import pytest
 
 from strandline.client.replica_verification import VerificationError, verify
 from strandline.types import TopicPartition
-from tests.cluster.support import create_topic, producer, wait_until
+from tests.cluster.support import create_topic, producer
 from tests.conftest import ClusterFactory
+from tests.waiting import wait_until
 
 
 def test_replicas_compared_over_the_network(cluster_factory: ClusterFactory) -> None:

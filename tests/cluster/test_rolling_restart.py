@@ -20,9 +20,10 @@ from strandline.cli.rolling_restart import (
 from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import PartitionInfo, TopicPartition
 from tests.cli.support import tool
-from tests.cluster.support import create_topic, wait_until
+from tests.cluster.support import create_topic
 from tests.conftest import ClusterFactory
 from tests.faults.test_netns_cluster import PacedProducer, assert_nothing_acked_lost
+from tests.waiting import wait_until
 
 _run, ok, fails = tool("cluster", "rolling-restart")
 

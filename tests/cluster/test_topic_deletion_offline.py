@@ -13,8 +13,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from strandline.coordination.zk_client import ZkClient
 from strandline.launcher.local_cluster import LocalCluster
+from tests.waiting import wait_until
 
-from .support import consume_all, create_topic, producer, state_change_events, wait_until
+from .support import consume_all, create_topic, producer, state_change_events
 
 TOPIC = "doomed"
 PARTITIONS = 2

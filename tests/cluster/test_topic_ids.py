@@ -21,14 +21,9 @@ from strandline.launcher.local_cluster import LocalCluster
 from strandline.storage.checkpoint import PARTITION_METADATA, parse_partition_metadata
 from strandline.topic_ids import topic_id_from_str, topic_id_to_str
 from tests.integration.wire import WireClient
+from tests.waiting import wait_until
 
-from .support import (
-    consume_all,
-    create_topic,
-    producer,
-    state_change_events,
-    wait_until,
-)
+from .support import consume_all, create_topic, producer, state_change_events
 
 
 def metadata_topic_id(cluster: LocalCluster, topic: str, bootstrap: str | None = None) -> str:

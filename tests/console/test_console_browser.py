@@ -22,9 +22,10 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.cluster.support import create_topic, producer, wait_until
+from tests.cluster.support import create_topic, producer
 from tests.conftest import ClusterFactory
 from tests.console.support import console_process
+from tests.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

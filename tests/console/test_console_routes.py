@@ -43,9 +43,10 @@ from strandline.console.metrics import MESSAGES_IN, BrokerScrape, Scraper
 from strandline.console.sources import resolve
 from strandline.coordination.zookeeper_server import free_port
 from strandline.launcher.local_cluster import LocalCluster
-from tests.cluster.support import create_topic, producer, wait_until
+from tests.cluster.support import create_topic, producer
 from tests.conftest import ClusterFactory
 from tests.console.support import console_process, one_error_line, run_console
+from tests.waiting import wait_until
 
 RECORDS = 300
 

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -25,17 +24,9 @@ from strandline.launcher.local_cluster import (
     read_cluster_status,
 )
 from strandline.types import TopicPartition
+from tests.waiting import wait_until
 
 ClusterFactory = Callable[..., LocalCluster]
-
-
-def wait_for(predicate: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 def process_state(pid: int) -> str:
@@ -85,13 +76,17 @@ def test_kill_restart_and_stop_continue(cluster_factory: ClusterFactory) -> None
     assert pid is not None
 
     cluster.kill(1, "STOP")
-    wait_for(lambda: process_state(pid) == "T")
+    wait_until("the broker process to stop", lambda: process_state(pid) == "T", 10.0)
     cluster.kill(1, "CONT")
-    wait_for(lambda: process_state(pid) != "T")
+    wait_until("the broker process to continue", lambda: process_state(pid) != "T", 10.0)
 
     cluster.kill(1, signal.SIGKILL)
     assert not process_group_alive(pid)
-    wait_for(lambda: 1 not in cluster.status().live_brokers)
+    wait_until(
+        "broker 1 to deregister",
+        lambda: 1 not in cluster.status().live_brokers,
+        10.0,
+    )
     assert cluster.unexpected_deaths() == {}  # killed on purpose
 
     cluster.start(1)
@@ -104,7 +99,7 @@ def test_kill_restart_and_stop_continue(cluster_factory: ClusterFactory) -> None
     new_pid = cluster.brokers[1].pid
     assert new_pid is not None
     os.killpg(new_pid, signal.SIGKILL)
-    wait_for(lambda: not cluster.is_running(1))
+    wait_until("broker 1 to exit", lambda: not cluster.is_running(1), 10.0)
     deaths = cluster.unexpected_deaths()
     assert list(deaths) == [1] and "starting broker 1" in deaths[1]
     cluster.kill(1, "KILL")  # acknowledged: teardown has nothing to report

@@ -26,6 +26,7 @@ from strandline.coordination.znodes import LeaderAndIsr
 from strandline.coordination.zookeeper_server import ZooKeeperServer
 from strandline.topic_ids import topic_id_to_str
 from strandline.types import TopicPartition
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -33,15 +34,6 @@ def zk(zk_connect: str) -> Iterator[ZkClient]:
     client = ZkClient(zk_connect, session_timeout_ms=4000).connect()
     yield client
     client.close()
-
-
-def wait_for(predicate: object, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 def test_split_connect_string() -> None:
@@ -79,7 +71,9 @@ def test_register_broker_returns_czxid_and_rejects_a_live_duplicate(zk_connect: 
                 second.register_broker(1, "127.0.0.1", 9999, stale_wait_s=0.3)
             first.close()
             # The ephemeral node leaves with the session; a new incarnation gets a newer epoch.
-            wait_for(lambda: second.get_live_brokers() == {})
+            wait_until(
+                "the old registration to expire", lambda: second.get_live_brokers() == {}, 5.0
+            )
             assert second.register_broker(1, "127.0.0.1", 9999) > epoch
 
 
@@ -196,7 +190,7 @@ def test_controller_election_increments_epoch_and_fences(zk_connect: str) -> Non
             }
 
             a.close()  # the controller's session ends: /controller disappears
-            wait_for(lambda: b.get_controller() is None)
+            wait_until("/controller to be deleted", lambda: b.get_controller() is None, 5.0)
             assert b.try_elect_controller(2) == 2
             assert b.get_controller() == 2
 
@@ -289,7 +283,7 @@ def test_connect_to_missing_server_fails_and_leaves_no_threads() -> None:
     client = ZkClient(f"127.0.0.1:{free_port()}/x", connect_timeout_s=0.5)
     with pytest.raises(Exception, match="(?i)time"):
         client.connect()
-    wait_for(lambda: threading.active_count() <= before)
+    wait_until("the client's threads to end", lambda: threading.active_count() <= before, 5.0)
 
 
 def test_partition_states_of_a_missing_topic_fail_per_partition(zk: ZkClient) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from strandline.faults import disk
-from tests.cluster.support import wait_until
+from tests.waiting import wait_until
 
 
 def strandline(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -17,8 +17,9 @@ from confluent_kafka.admin import AdminClient
 
 from strandline.launcher.local_cluster import ClusterError, LocalCluster, host_layout
 from tests.cli.support import tool
-from tests.cluster.support import create_topic, wait_until
+from tests.cluster.support import create_topic
 from tests.faults.test_netns_cluster import SETTINGS, PacedProducer, assert_nothing_acked_lost
+from tests.waiting import wait_until
 
 _run, _ok, fails = tool("cluster", "up")
 _run_kill, _ok_kill, fails_kill = tool("cluster", "kill-host")

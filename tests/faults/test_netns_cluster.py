@@ -35,9 +35,9 @@ from tests.cluster.support import (
     partition_status,
     producer,
     replica_batches,
-    wait_until,
 )
 from tests.integration.wire import WireClient, batch
+from tests.waiting import wait_until
 
 SESSION_MS = 2000
 SETTINGS = {

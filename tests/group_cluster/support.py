@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.waiting import wait_until
 
 if TYPE_CHECKING:
     from strandline.launcher.local_cluster import LocalCluster
@@ -28,16 +29,6 @@ GROUP_BROKER_SETTINGS = {
     "group_initial_rebalance_delay_ms": 0,
     "offsets_topic_num_partitions": 6,
 }
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
-    """Seconds it took; fails the test with `what` on timeout."""
-    start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.05)
-    return time.monotonic() - start
 
 
 def create_topic(
@@ -163,12 +154,12 @@ def run_group_scenario(cluster: LocalCluster, client: str, work_dir: Path) -> Sc
     members = [spawn(i) for i in range(3)]
     try:
         wait_until(
+            "3 members to share the 12 partitions",
             lambda: owns_each_partition_once(members) and all(m.assignment() for m in members),
             60,
-            "3 members to share the 12 partitions",
         )
         victim, survivors = members[0], members[1:]
-        wait_until(lambda: bool(victim.committed()), 30, "the victim to commit")
+        wait_until("the victim to commit", lambda: bool(victim.committed()), 30)
         # What a survivor read before the kill may predate the victim's ownership (the
         # first member to join reads every partition until the group is complete).
         read_before_kill = [len(m.consumed()) for m in survivors]
@@ -178,14 +169,16 @@ def run_group_scenario(cluster: LocalCluster, client: str, work_dir: Path) -> Sc
         victim_committed = victim.committed()
         produce(bootstrap, topic, 20)  # new data on every partition, the victim's too
         ends = {p: 60 for p in range(PARTITIONS)}
-        wait_until(lambda: owns_each_partition_once(survivors), 30, "the survivors to take over")
+        wait_until("the survivors to take over", lambda: owns_each_partition_once(survivors), 30)
         takeover_s = time.monotonic() - killed_at
         assert takeover_s < SESSION_TIMEOUT_S + 4, (
             f"takeover took {takeover_s:.1f}s after {victim.out.stem} was killed at {killed_wall}"
         )
-        wait_until(lambda: all_consumed(members, ends, {}), 60, "every record consumed")
+        wait_until("every record consumed", lambda: all_consumed(members, ends, {}), 60)
         wait_until(
-            lambda: merged_commits(survivors) == ends, 30, "the survivors to commit everything"
+            "the survivors to commit everything",
+            lambda: merged_commits(survivors) == ends,
+            30,
         )
         # Nothing the victim had committed was consumed again by the others.
         for m, skip in zip(survivors, read_before_kill, strict=True):
@@ -204,14 +197,14 @@ def run_group_scenario(cluster: LocalCluster, client: str, work_dir: Path) -> Sc
         new_ends = {p: 70 for p in range(PARTITIONS)}
         restarted = [spawn(10 + i) for i in range(3)]
         members.extend(restarted)
-        wait_until(lambda: all_consumed(restarted, new_ends, committed), 60, "the restarted group")
+        wait_until("the restarted group", lambda: all_consumed(restarted, new_ends, committed), 60)
         for m in restarted:
             for p, o in m.consumed():
                 assert o >= committed[p], f"restarted group re-read {p}@{o} < {committed[p]}"
         wait_until(
+            "a stable restarted group",
             lambda: owns_each_partition_once(restarted) and all(m.assignment() for m in restarted),
             30,
-            "a stable restarted group",
         )
         return ScenarioFigures(takeover_s)
     except AssertionError as failure:

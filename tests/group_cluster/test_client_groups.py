@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from tests.waiting import wait_until
+
 from .support import (
     GROUP_BROKER_SETTINGS,
     PARTITIONS,
@@ -19,7 +21,6 @@ from .support import (
     merged_commits,
     produce,
     run_group_scenario,
-    wait_until,
 )
 from .wire_groups import coordinator_address, fetch_offsets
 
@@ -59,7 +60,7 @@ def test_confluent_group_survives_a_coordinator_sigkill_with_rf3(
     ]
     try:
         before = {p: 30 for p in range(PARTITIONS)}
-        wait_until(lambda: merged_commits(members) == before, 60, "the first 30 committed")
+        wait_until("the first 30 committed", lambda: merged_commits(members) == before, 60)
         coordinator_id, _ = coordinator_address(_first(bootstrap), group)
         # Before the group settled, a record read but not yet committed may be read
         # again by its next owner (at-least-once); what counts is after the kill.
@@ -68,7 +69,7 @@ def test_confluent_group_survives_a_coordinator_sigkill_with_rf3(
         killed_at = time.monotonic()
         produce(bootstrap, topic, 10)
         after = {p: 40 for p in range(PARTITIONS)}
-        wait_until(lambda: merged_commits(members) == after, 90, "the next 10 committed")
+        wait_until("the next 10 committed", lambda: merged_commits(members) == after, 90)
         print(f"all committed {time.monotonic() - killed_at:.2f}s after the coordinator's kill")
         consumed = [rec for m in members for rec in m.consumed()]
         since_kill = [

@@ -10,7 +10,9 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from .support import GROUP_BROKER_SETTINGS, create_topic, wait_until
+from tests.waiting import wait_until
+
+from .support import GROUP_BROKER_SETTINGS, create_topic
 
 ClusterFactory = Callable[..., Any]
 PARTITIONS = 6
@@ -51,7 +53,7 @@ def poll_until(members: list[Member], condition: Callable[[], bool], what: str) 
             member.poll()
         return condition()
 
-    wait_until(step, 30, what)
+    wait_until(what, step, 30)
 
 
 def test_cooperative_sticky_members_move_only_what_must_move(

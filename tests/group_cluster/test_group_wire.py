@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from .support import GROUP_BROKER_SETTINGS, wait_until
+from tests.waiting import wait_until
+
+from .support import GROUP_BROKER_SETTINGS
 from .wire_groups import (
     Address,
     call,
@@ -214,9 +216,9 @@ def test_committed_offsets_survive_a_coordinator_sigkill_and_restart(
     for n, group in enumerate(groups):
         _, address = coordinator_address(bootstrap, group)
         wait_until(
-            lambda a=address, g=group: fetch_offsets(a, g)[0] == ErrorCode.none,  # type: ignore[misc]
-            30,
             "the offsets partition to load",
+            lambda a=address, g=group: fetch_offsets(a, g)[0] == ErrorCode.none,
+            30,
         )
         assert fetch_offsets(address, group)[1] == {
             ("orders", 0): (10 + n, f"m{10 + n}"),
@@ -252,12 +254,14 @@ def test_coordinator_failover_with_replicated_offsets_topic(
         new_id, _ = coordinator_address(survivor, group)
         return new_id != coordinator_id
 
-    took = wait_until(moved, 30, "a new coordinator")
+    killed_at = time.monotonic()
+    wait_until("a new coordinator", moved, 30)
+    took = time.monotonic() - killed_at
     new_id, new_address = coordinator_address(survivor, group)
     wait_until(
+        "the new coordinator to load",
         lambda: fetch_offsets(new_address, group)[0] == ErrorCode.none,
         30,
-        "the new coordinator to load",
     )
     assert fetch_offsets(new_address, group)[1] == {
         ("events", p): (100 + p, f"m{100 + p}") for p in range(3)
@@ -289,9 +293,9 @@ def test_parked_join_completes_when_the_second_member_arrives(
     thread = threading.Thread(target=second)
     thread.start()
     wait_until(
+        "the rebalance to start",
         lambda: heartbeat(address, group, generation, first_id) == ErrorCode.rebalance_in_progress,
         10,
-        "the rebalance to start",
     )
     answers["first"] = join(address, group, first_id)
     thread.join(15)

@@ -14,8 +14,9 @@ from kio.schema.errors import ErrorCode
 
 from strandline.group.partitioning import OFFSETS_TOPIC, partition_for
 from strandline.protocol.messages import request_module
-from tests.group_cluster.support import GROUP_BROKER_SETTINGS, create_topic, wait_until
+from tests.group_cluster.support import GROUP_BROKER_SETTINGS, create_topic
 from tests.group_cluster.wire_groups import Address, call, coordinator_address, request
+from tests.waiting import wait_until
 
 ClusterFactory = Callable[..., Any]
 E = ErrorCode
@@ -156,7 +157,7 @@ def test_txn_offsets_pending_until_the_marker_and_after_a_restart(
     cluster.start(1)
     bootstrap = _address(cluster.bootstrap)
     _, address = coordinator_address(bootstrap, GROUP)
-    wait_until(lambda: fetch(address, topic, False)[0] == E.none, 30, "the offsets to load")
+    wait_until("the offsets to load", lambda: fetch(address, topic, False)[0] == E.none, 30)
     assert fetch(address, topic, stable=True) == (E.none, {0: 12, 1: E.unstable_offset_commit})
 
     assert write_marker(address, PID_B, commit=False) == E.none

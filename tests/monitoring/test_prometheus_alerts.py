@@ -23,8 +23,9 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from strandline.coordination.zookeeper_server import free_port
 from strandline.launcher import prometheus_setup
 from strandline.launcher.local_cluster import LocalCluster
-from tests.cluster.support import consume_all, create_topic, producer, wait_until
+from tests.cluster.support import consume_all, create_topic, producer
 from tests.conftest import ClusterFactory
+from tests.waiting import wait_until
 
 DASHBOARD = Path(__file__).parents[2] / "docs" / "grafana" / "strandline-dashboard.json"
 

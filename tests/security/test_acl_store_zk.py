@@ -8,7 +8,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -53,6 +53,7 @@ from strandline.server.apis import acls as acl_apis
 from tests.cli.support import tool
 from tests.conftest import ClusterFactory
 from tests.integration.wire import WireClient, api_versions
+from tests.waiting import wait_until
 
 TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
@@ -78,15 +79,6 @@ def other_zk(zk_connect: str) -> Iterator[ZkClient]:
     client = ZkClient(zk_connect, session_timeout_ms=4000).connect()
     yield client
     client.close()
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 # --- the store -----------------------------------------------------------------------
@@ -246,9 +238,13 @@ def test_cache_loads_then_follows_notifications(zk: ZkClient, other_zk: ZkClient
 
         # Another broker (or a tool) writes: the watch reloads the named resources.
         ZkAclStore(other_zk).add_acls(ORD_PREFIX, [BOB_WRITE])
-        wait_for(lambda: auth.authorize(BOB, "h", Op.WRITE, TOPIC, "orders-eu"))
+        wait_until(
+            "the authorizer to see the new ACL",
+            lambda: auth.authorize(BOB, "h", Op.WRITE, TOPIC, "orders-eu"),
+            5.0,
+        )
         ZkAclStore(other_zk).remove_acls(ORDERS, lambda e: True)
-        wait_for(lambda: not auth.entries(ORDERS))
+        wait_until("the authorizer to drop the ACLs", lambda: not auth.entries(ORDERS), 5.0)
         assert auth.patterns() == [ORD_PREFIX]
     finally:
         cache.close()

@@ -41,7 +41,8 @@ from tests.security.test_hardening import (
     delete_records,
     list_latest,
 )
-from tests.security.test_secured_cluster import add_users, create_topic, produce, wait_until
+from tests.security.test_secured_cluster import add_users, create_topic, produce
+from tests.waiting import wait_until
 
 if TYPE_CHECKING:
     from strandline.launcher.local_cluster import LocalCluster
@@ -354,15 +355,46 @@ CASES = (
         lambda r: r.topics[0].partitions[0].error_code,
     ),
     Case(32, "DESCRIBE_CONFIGS", _describe_configs, lambda r: r.results[0].error_code),
-    Case(61, "READ", lambda: request(61, 0, "DescribeProducersRequest", topics=(
-        request(61, 0, "TopicRequest", name=TOPIC, partition_indexes=(0,)),)),
-        lambda r: r.topics[0].partitions[0].error_code),  # fmt: skip
-    Case(23, "DESCRIBE", lambda: request(23, 4, "OffsetForLeaderEpochRequest", replica_id=-1,
-                                         topics=(request(23, 4, "OffsetForLeaderTopic",
-                                                         topic=TOPIC, partitions=(
-             request(23, 4, "OffsetForLeaderPartition", partition=0, current_leader_epoch=-1,
-                     leader_epoch=0),)),)),
-         lambda r: ErrorCode(r.topics[0].partitions[0].error_code)),  # fmt: skip
+    Case(
+        61,
+        "READ",
+        lambda: request(
+            61,
+            0,
+            "DescribeProducersRequest",
+            topics=(request(61, 0, "TopicRequest", name=TOPIC, partition_indexes=(0,)),),
+        ),
+        lambda r: r.topics[0].partitions[0].error_code,
+    ),  # fmt: skip
+    Case(
+        23,
+        "DESCRIBE",
+        lambda: request(
+            23,
+            4,
+            "OffsetForLeaderEpochRequest",
+            replica_id=-1,
+            topics=(
+                request(
+                    23,
+                    4,
+                    "OffsetForLeaderTopic",
+                    topic=TOPIC,
+                    partitions=(
+                        request(
+                            23,
+                            4,
+                            "OffsetForLeaderPartition",
+                            partition=0,
+                            current_leader_epoch=-1,
+                            leader_epoch=0,
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        lambda r: ErrorCode(r.topics[0].partitions[0].error_code),
+    ),  # fmt: skip
     *GROUP_CASES,
     *TOPIC_ADMIN_CASES,
     *CLUSTER_CASES,
@@ -497,23 +529,27 @@ def test_authorization_matrix(cluster_factory: ClusterFactory) -> None:
     create_topic(cluster, TXN_TOPIC, [[1]])
     for group in (GROUP, OD_GROUP, DEL_GROUP):
         wait_until(
+            f"the super user's commit for {group}",
             lambda g=group: (
                 _partition_error(ask(cluster, admin_of(cluster), _find(g), _commit(g, 1))[1])
                 == ErrorCode.none
             ),
             20,
-            f"the super user's commit for {group}",
         )
     wait_until(
+        "a transaction coordinator",
         lambda: ask(cluster, admin_of(cluster), request(10, 3, "FindCoordinatorRequest",
                                                         key=TXN, key_type=1))[0].error_code
         == ErrorCode.none,
         20,
-        "a transaction coordinator",
     )  # fmt: skip
     # TXN exists before the refused requests, so that their refusal is not its absence.
-    wait_until(lambda: ask(cluster, admin_of(cluster), TXN_CASES[0].request())[0].error_code
-               == ErrorCode.none, 20, "the super user's producer")  # fmt: skip
+    wait_until(
+        "the super user's producer",
+        lambda: ask(cluster, admin_of(cluster), TXN_CASES[0].request())[0].error_code
+               == ErrorCode.none,
+        20,
+    )  # fmt: skip
     grants: dict[str, set[tuple[str, str, str]]] = {ALICE[0]: set(), CAROL[0]: set()}
     for case in CASES:
         grants[ALICE[0]].add((*case.resource, case.operation))
@@ -525,12 +561,12 @@ def test_authorization_matrix(cluster_factory: ClusterFactory) -> None:
     grants[ALICE[0]].add(("TOPIC", TXN_TOPIC, "WRITE"))
     _grant(cluster, grants)
     wait_until(
+        "the ACLs in force",
         lambda: (
             ask(cluster, ALICE, wire.metadata(TOPIC))[0].topics[0].error_code == ErrorCode.none
             and ask(cluster, CAROL, wire.metadata(OTHER))[0].topics[0].error_code == ErrorCode.none
         ),
         20,
-        "the ACLs in force",
     )
     before = _state(cluster)
     cells: dict[tuple[int, str], ErrorCode] = {}
@@ -552,7 +588,7 @@ def test_authorization_matrix(cluster_factory: ClusterFactory) -> None:
     assert not wrong, f"(api, principal, answered, Kafka's answer): {wrong}"
     # Alice's allowed requests did their work.
     # Her transaction (its offset of 3 for GROUP included) commits once the markers are in.
-    wait_until(lambda: _state(cluster)["txn"][0][0] == "CompleteCommit", 20, "the commit")
+    wait_until("the commit", lambda: _state(cluster)["txn"][0][0] == "CompleteCommit", 20)
     after = _state(cluster)
     start, end = after["offsets"]
     assert (start, end) == (1, before["offsets"][1] + 1)

@@ -48,8 +48,8 @@ from tests.security.test_secured_cluster import (
     read_response,
     security_for,
     tls_only,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 if TYPE_CHECKING:
     from strandline.launcher.local_cluster import LocalCluster
@@ -308,12 +308,12 @@ def test_clients_never_write_internal_topics_whatever_their_acls(
     grant(cluster, ALICE[0], "*", "WRITE", "DELETE", "DESCRIBE")
     # Alice's ACLs are in force: she writes and deletes on an ordinary topic.
     wait_until(
+        "alice's WRITE on * in force",
         lambda: (
             wire.produce_error(ask(cluster, ALICE, wire.produce("it-t", 0, wire.batch([b"x"])))[0])
             == ErrorCode.none
         ),
         20,
-        "alice's WRITE on * in force",
     )
     (deleted,) = ask(cluster, ALICE, delete_records("it-t", 1))
     assert deleted.topics[0].partitions[0].error_code == ErrorCode.none
@@ -366,7 +366,7 @@ def test_metadata_auto_creates_internal_topics_with_their_own_settings(
         topic = answer.topics[0]
         return len(topic.partitions) if topic.error_code == ErrorCode.none else 0
 
-    assert wait_until(offsets_partitions, 20, "__consumer_offsets created") == 3
+    assert wait_until("__consumer_offsets created", offsets_partitions, 20) == 3
     (answer,) = ask_plain(cluster, wire.metadata("__consumer_offsets"))
     assert answer.topics[0].is_internal
     admin = admin_client(cluster)
@@ -376,9 +376,9 @@ def test_metadata_auto_creates_internal_topics_with_their_own_settings(
     # An ordinary topic whose name starts with __ is not internal.
     (answer,) = ask_plain(cluster, wire.metadata("__mine", auto_create=True))
     (answer,) = wait_until(
+        "__mine created",
         lambda: [a for a in ask_plain(cluster, wire.metadata("__mine")) if a.topics[0].partitions],
         20,
-        "__mine created",
     )
     assert not answer.topics[0].is_internal
 
@@ -458,6 +458,7 @@ def test_before_authentication_only_sasl_apis_and_small_frames(
             sock.sendall(struct.pack(">i", len(header)) + header)
             assert closed_within(sock, 5) == (True, b""), key
     lines = wait_until(
+        "one log line per refused API",
         lambda: (
             [x for x in log_lines(cluster, 1)[start:] if "before SASL authentication" in x]
             if sum("before SASL authentication" in x for x in log_lines(cluster, 1)[start:])
@@ -465,7 +466,6 @@ def test_before_authentication_only_sasl_apis_and_small_frames(
             else None
         ),
         10,
-        "one log line per refused API",
     )
     for key in refused:
         assert any(f"API key {key} before SASL authentication" in x for x in lines), key
@@ -495,12 +495,12 @@ def test_before_authentication_only_sasl_apis_and_small_frames(
             sock.close()
     # One line each, naming the bound.
     wait_until(
+        "each oversized frame logged",
         lambda: (
             sum("exceeds sasl.server.max.receive.size" in x for x in log_lines(cluster, 1)[start:])
             >= 3
         ),
         10,
-        "each oversized frame logged",
     )
 
 
@@ -551,7 +551,7 @@ def test_fetch_is_authorized_before_any_session(cluster_factory: ClusterFactory)
         errors = {t.topic: t.partitions[0].error_code for t in answer.responses}
         return answer if errors.get("fs-a") == ErrorCode.none else None
 
-    answer = wait_until(alice_reads, 20, "alice's READ on fs-a in force")
+    answer = wait_until("alice's READ on fs-a in force", alice_reads, 20)
     errors = {t.topic: t.partitions[0].error_code for t in answer.responses}
     assert errors == {"fs-a": ErrorCode.none, "fs-b": ErrorCode.topic_authorization_failed}
     assert answer.session_id != 0

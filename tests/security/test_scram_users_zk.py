@@ -13,7 +13,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -41,6 +41,7 @@ from strandline.security.scram import (
 from strandline.server.apis import REGISTRY
 from strandline.server.session import CURRENT_SESSION, SecurityProtocol, Session
 from tests.security.test_scram import ScramClient
+from tests.waiting import wait_until
 
 SHA256, SHA512 = 1, 2
 
@@ -50,15 +51,6 @@ def zk(zk_connect: str) -> Iterator[ZkClient]:
     client = ZkClient(zk_connect, session_timeout_ms=4000).connect()
     yield client
     client.close()
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 def raw(zk: ZkClient, path: str) -> Any:
@@ -259,10 +251,14 @@ def test_cache_follows_change_notifications_as_the_broker_does(zk: ZkClient) -> 
     name = "CN=svc,O=x"
     credential = make_credential("SCRAM-SHA-512", "pw")
     zk.set_user_scram_credential(name, "SCRAM-SHA-512", credential.format())
-    wait_for(lambda: cache.get(name, "SCRAM-SHA-512") == credential)
+    wait_until(
+        "the cache to see the new credential",
+        lambda: cache.get(name, "SCRAM-SHA-512") == credential,
+        5.0,
+    )
     zk.set_topic_config("orders", {"retention.ms": "1"})  # not a user: ignored
     zk.set_user_scram_credential(name, "SCRAM-SHA-512", None)
-    wait_for(lambda: cache.users() == [])
+    wait_until("the cache to drop the user", lambda: cache.users() == [], 5.0)
 
 
 # --- wire handlers -----------------------------------------------------------------

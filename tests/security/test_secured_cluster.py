@@ -32,7 +32,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -61,6 +61,7 @@ from strandline.protocol.controller_requests import (
 from strandline.security.scram import SCRAM_MECHANISMS, make_credential
 from strandline.types import TopicPartition
 from tests.cli.support import tool
+from tests.waiting import wait_until
 
 if TYPE_CHECKING:
     from strandline.launcher.local_cluster import LocalCluster
@@ -71,16 +72,6 @@ _configs_ok = tool("configs")[1]
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def wait_until(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        time.sleep(0.1)
 
 
 def config_for(cluster: LocalCluster, user: str, password: str) -> dict[str, str]:
@@ -142,9 +133,9 @@ def add_users(cluster: LocalCluster, users: dict[str, str]) -> None:
     for broker_id in cluster.brokers:
         for name, password in users.items():
             wait_until(
+                f"{name} logs in on broker {broker_id}",
                 partial(logs_in, cluster, broker_id, name, password),
                 30,
-                f"{name} logs in on broker {broker_id}",
             )
 
 
@@ -277,11 +268,11 @@ def test_broker_without_inter_broker_credentials_cannot_join(
     start_rogue_broker(cluster, rogue)
     # It registers, and the controller's requests reach it (the controller logs in
     # with the right password): it answers Metadata listing itself.
-    wait_until(lambda: rogue in cluster.status().live_brokers, 30, "broker 4 registers")
+    wait_until("broker 4 registers", lambda: rogue in cluster.status().live_brokers, 30)
     wait_until(
+        "broker 4 hears the controller",
         lambda: rogue in [b[0] for b in metadata_view(cluster, rogue)["brokers"]],
         30,
-        "broker 4 hears the controller",
     )
 
     # A partition led by broker 1 with broker 4 as its follower.
@@ -290,7 +281,7 @@ def test_broker_without_inter_broker_credentials_cannot_join(
     produce(cluster, tp.topic, 20, acks="1")
     # Created with both replicas in its ISR, as Kafka does; broker 4 cannot fetch, so
     # the leader drops it after replica.lag.time.max.ms ...
-    wait_until(lambda: isr(cluster, tp) == (1,), 30, "ISR shrinks to [1]")
+    wait_until("ISR shrinks to [1]", lambda: isr(cluster, tp) == (1,), 30)
     # ... and it never comes back, however long records keep coming.
     for round_ in range(10):
         produce(cluster, tp.topic, 5, acks="1")
@@ -320,20 +311,20 @@ def test_broker_without_inter_broker_credentials_cannot_join(
         cluster.kill(broker_id, "STOP")
     try:
         wait_until(
+            "broker 4 alone, and controller",
             lambda: (
                 set(cluster.status().live_brokers) == {rogue}
                 and cluster.status().controller == rogue
             ),
             30,
-            "broker 4 alone, and controller",
         )
     finally:
         for broker_id in (1, 2, 3):
             cluster.kill(broker_id, "CONT")
     wait_until(
+        "brokers 1-3 register again",
         lambda: set(cluster.status().live_brokers) == {1, 2, 3, rogue},
         30,
-        "brokers 1-3 register again",
     )
     assert cluster.status().controller == rogue
     orphan = TopicPartition("orphan", 0)
@@ -341,7 +332,7 @@ def test_broker_without_inter_broker_credentials_cannot_join(
     with ZkClient(cluster.zk_connect).connect() as zk:
         zk.create_topic(orphan.topic, {0: [1, 2, 3]})
     # The controller does its part in ZooKeeper: a leader among 1-3 ...
-    state = wait_until(lambda: partition_state(cluster, orphan), 30, "orphan-0 gets a leader")
+    state = wait_until("orphan-0 gets a leader", lambda: partition_state(cluster, orphan), 30)
     assert state[0].leader in (1, 2, 3)
     # ... but no LeaderAndIsr or UpdateMetadata gets through to them.
     for _ in range(10):
@@ -491,7 +482,7 @@ def test_controller_requests_from_clients_are_refused(cluster_factory: ClusterFa
         future.result(30)
     cluster.wait_for_full_metadata()
     target = 2
-    wait_until(lambda: isr(cluster, tp) == (1, 2, 3), 30, "victim-0 fully in sync")
+    wait_until("victim-0 fully in sync", lambda: isr(cluster, tp) == (1, 2, 3), 30)
     before = {b: metadata_view(cluster, b) for b in cluster.brokers}
     zk_before = partition_state(cluster, tp)
     status_before = cluster.status()
@@ -587,9 +578,9 @@ def test_scram_user_added_and_removed_without_restart(cluster_factory: ClusterFa
     took = {}
     for broker_id in brokers:
         wait_until(
+            f"carol logs in on broker {broker_id}",
             partial(logs_in, cluster, broker_id, "carol", "carol-pw"),
             5,
-            f"carol logs in on broker {broker_id}",
         )
         took[broker_id] = time.monotonic() - added
     assert login_error(cluster, 1, "carol", "wrong") is not None
@@ -599,9 +590,9 @@ def test_scram_user_added_and_removed_without_restart(cluster_factory: ClusterFa
     gone = {}
     for broker_id in brokers:
         wait_until(
+            f"carol is refused by broker {broker_id}",
             partial(refused_login, cluster, broker_id, "carol", "carol-pw"),
             5,
-            f"carol is refused by broker {broker_id}",
         )
         gone[broker_id] = time.monotonic() - removed
     print(
@@ -655,7 +646,7 @@ class GoodClient:
 
     def __enter__(self) -> GoodClient:
         self._thread.start()
-        wait_until(lambda: self.answers > 0 or self.failures, 15, "the good client starts")
+        wait_until("the good client starts", lambda: self.answers > 0 or self.failures, 15)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -770,9 +761,9 @@ def test_tls_client_hello_to_a_plaintext_listener(cluster_factory: ClusterFactor
     assert closed and answer == b"", answer  # Kafka: InvalidReceiveException, closed
     peer = f"127.0.0.1:{local_port}"
     lines = wait_until(
+        "a log line naming the peer",
         lambda: [line for line in new_lines(cluster, 1, start) if peer in line],
         5,
-        "a log line naming the peer",
     )
     assert len(lines) == 1 and "exceeds socket.request.max.bytes" in lines[0], lines
     assert metadata(cluster, 1).brokers  # still serving
@@ -875,7 +866,7 @@ def test_bad_input_on_the_sasl_ssl_listener(cluster_factory: ClusterFactory) -> 
             any(f"127.0.0.1:{p}" in line for line in lines) for p in by_port
         )
 
-    wait_until(logged, 5, "the failures are logged")
+    wait_until("the failures are logged", logged, 5)
     lines = new_lines(cluster, 1, start)
     for local_port, text in by_port.items():
         mine = [line for line in lines if f"127.0.0.1:{local_port} " in line]
@@ -980,11 +971,11 @@ def test_connection_limits_hold_against_a_flood(cluster_factory: ClusterFactory)
             # Past the bound every flood connection is closed and its descriptor
             # released, within ~3 s.
             wait_until(
+                f"flood closed and broker descriptors back near {baseline}",
                 lambda: (
                     not any(still_open(s) for s in socks) and open_descriptors(pid) <= baseline + 3
                 ),
                 opened + bound_s + 3 - time.monotonic(),
-                f"flood closed and broker descriptors back near {baseline}",
             )
             released = time.monotonic() - opened
     finally:

@@ -12,8 +12,9 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from strandline.launcher.local_cluster import CLUSTER_FILE
-from tests.cluster.support import create_topic, metric, producer, scrape, wait_until
+from tests.cluster.support import create_topic, metric, producer, scrape
 from tests.conftest import ClusterFactory
+from tests.waiting import wait_until
 
 
 def test_metrics_after_real_traffic(cluster_factory: ClusterFactory) -> None:

@@ -22,7 +22,8 @@ from kio.static.primitive import i8, i32, i64
 from strandline.client.connection import KafkaConnection
 from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import TopicPartition
-from tests.cluster.support import partition_status, wait_until
+from tests.cluster.support import partition_status
+from tests.waiting import wait_until
 
 # Small everything: a 3-broker cluster whose internal topics are rf=3 (so a coordinator
 # or group coordinator can fail over), a quick ISR shrink after a SIGKILL, a quick abort

@@ -23,7 +23,8 @@ from kio.schema.produce.v9 import request as produce_v9
 from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
-from tests.cluster.support import create_topic, wait_until
+from tests.cluster.support import create_topic
+from tests.waiting import wait_until
 
 from .support import (
     READ_COMMITTED,

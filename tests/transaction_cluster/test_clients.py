@@ -17,7 +17,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from strandline.launcher.local_cluster import LocalCluster
-from tests.cluster.support import create_topic, wait_until
+from tests.cluster.support import create_topic
+from tests.waiting import wait_until
 
 from .support import (
     READ_COMMITTED,

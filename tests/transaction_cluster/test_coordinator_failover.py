@@ -16,7 +16,8 @@ from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequ
 from kio.schema.types import TransactionalId
 
 from strandline.launcher.local_cluster import LocalCluster
-from tests.cluster.support import create_topic, wait_until
+from tests.cluster.support import create_topic
+from tests.waiting import wait_until
 
 from .support import (
     READ_COMMITTED,

@@ -21,7 +21,8 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from strandline.launcher.local_cluster import LocalCluster
 from strandline.types import TopicPartition
-from tests.cluster.support import create_topic, partition_status, wait_until
+from tests.cluster.support import create_topic, partition_status
+from tests.waiting import wait_until
 
 from .support import (
     READ_COMMITTED,

@@ -17,8 +17,8 @@ from kafka.admin import NewTopic as KafkaNewTopic
 
 from strandline.cli.transactions import Described, TxnClient
 from strandline.launcher.local_cluster import LocalCluster
-from tests.cluster.support import wait_until
 from tests.conftest import ClusterFactory
+from tests.waiting import wait_until
 
 TXN_ID = "resume-tx"
 

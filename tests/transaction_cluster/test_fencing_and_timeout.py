@@ -11,7 +11,8 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from tests.cluster.support import create_topic, wait_until
+from tests.cluster.support import create_topic
+from tests.waiting import wait_until
 
 from .support import (
     READ_COMMITTED,
