@@ -17,6 +17,20 @@ appended here, by the leader (coordinator origin only) or by a follower, that ab
 transaction adds an entry to its segment's `.txnindex`; recovery rebuilds those of the
 recovered segments from the producer state, and `collect_aborted_transactions` answers
 read_committed fetches from them.
+
+The Log holds the state (segments, offsets, caches) and the order of every step; each
+policy or file format it applies lives beside it, as pure functions or small
+collaborators given what they need:
+
+- `log_loader`: cleaning the dir, CRC recovery of segments, `partition.metadata`;
+- `leader_epoch_checkpoint`: the `leader-epoch-checkpoint` file, synced lazily;
+- `log_producer_state`: producer checks before a leader append, state updates after
+  any append, `.snapshot` files, reload on open and truncation;
+- `roll_policy`: when the active segment rolls;
+- `log_retention`: which old segments retention and DeleteRecords delete;
+- `log_compaction`: the cleaning plan and installing cleaned segments (`cleaner` does
+  the work);
+- `atomic_file`: the crash guarantees of each kind of file write.
 """
 
 from __future__ import annotations
@@ -73,6 +87,7 @@ from strandline.storage.log_producer_state import (
 from strandline.storage.log_retention import due_below_start, due_by_size, due_by_time
 from strandline.storage.producer_state import ProducerStateManager
 from strandline.storage.record_validation import check_and_rewrite, record_checks_of
+from strandline.storage.roll_policy import roll_due_ms, should_roll, time_to_roll
 from strandline.storage.segment import LOG_SUFFIX, LogSegment, SegmentRead
 from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
@@ -315,8 +330,7 @@ class Log:
         due: int | None = None
         segment = self.active_segment
         if not segment.is_empty:
-            jitter = segment.base_offset % (self.config.segment_jitter_ms + 1)
-            due = segment.rolling_based_timestamp + self.config.max_segment_ms - jitter + 1
+            due = roll_due_ms(segment, self.config)
         if self.recovery_point < self.log_end_offset and self.config.flush_ms < LONG_MAX:
             flush_due = self.last_flush_ms + self.config.flush_ms
             due = flush_due if due is None else min(due, flush_due)
@@ -459,7 +473,9 @@ class Log:
             if cache is not None:
                 # The epoch entry may safely run ahead of the data (it names the next offset).
                 self._update_epoch_cache(cache, durable=False)
-            if self._should_roll(len(data), first_offset, last_offset, now_ms):
+            if should_roll(
+                self.active_segment, self.config, len(data), first_offset, last_offset, now_ms
+            ):
                 rolled_from = self.active_segment
                 self._roll(first_offset, now_ms)
             self.active_segment.append(data, batches)
@@ -578,24 +594,7 @@ class Log:
             start = segment.position_of(offset) if offset > segment.base_offset else 0
             yield from segment.scan(start)
 
-    def _should_roll(self, size: int, first_offset: int, last_offset: int, now_ms: int) -> bool:
-        segment = self.active_segment
-        if not segment.can_hold(last_offset):
-            return True
-        if segment.is_empty:
-            # Keep a segment's base equal to its first offset (a follower may start higher).
-            return first_offset != segment.base_offset
-        return (
-            segment.size + size > self.config.segment_bytes
-            or self._time_to_roll(segment, now_ms)
-            or segment.offset_index.is_full
-            or segment.time_index.is_full
-        )
-
-    def _time_to_roll(self, segment: LogSegment, now_ms: int) -> bool:
-        # Kafka's jitter, derived from the base offset so that a replay rolls identically.
-        jitter = segment.base_offset % (self.config.segment_jitter_ms + 1)
-        return now_ms - segment.rolling_based_timestamp > self.config.max_segment_ms - jitter
+    # ================================================================== rolling
 
     def _roll(self, new_base: int, now_ms: int) -> None:
         old = self.active_segment
@@ -630,7 +629,7 @@ class Log:
     def maybe_roll(self, now_ms: int) -> None:
         """Roll a non-empty active segment that has reached `segment.ms`."""
         segment = self.active_segment
-        if not segment.is_empty and self._time_to_roll(segment, now_ms):
+        if not segment.is_empty and time_to_roll(segment, self.config, now_ms):
             self._guarded(lambda: self._roll(self.log_end_offset, now_ms), "roll")
 
     # ================================================================== reading
