@@ -1,4 +1,4 @@
-"""Kafka's checkpoint files, written atomically (tmp + fsync + rename + dir fsync).
+"""Kafka's checkpoint files, written atomically (`atomic_file.write_atomically`).
 
 Offset checkpoints (`recovery-point-offset-checkpoint`, `replication-offset-checkpoint`,
 `log-start-offset-checkpoint`) hold a version line `0`, a count line, then one
@@ -7,11 +7,11 @@ Offset checkpoints (`recovery-point-offset-checkpoint`, `replication-offset-chec
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from pathlib import Path
 
+from strandline.storage.atomic_file import write_atomically
 from strandline.topic_ids import ZERO_TOPIC_ID, topic_id_from_str, topic_id_to_str
 from strandline.types import TopicPartition
 
@@ -27,32 +27,6 @@ PARTITION_METADATA_VERSION = 0
 
 class CheckpointFormatError(ValueError):
     pass
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text` so that a crash leaves either the old or the new file."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        data = text.encode()
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make a rename or create inside `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def render_offsets(offsets: dict[TopicPartition, int]) -> str:

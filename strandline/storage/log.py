@@ -17,15 +17,27 @@ appended here, by the leader (coordinator origin only) or by a follower, that ab
 transaction adds an entry to its segment's `.txnindex`; recovery rebuilds those of the
 recovered segments from the producer state, and `collect_aborted_transactions` answers
 read_committed fetches from them.
+
+The Log holds the state (segments, offsets, caches) and the order of every step; each
+policy or file format it applies lives beside it, as pure functions or small
+collaborators given what they need:
+
+- `log_loader`: cleaning the dir, CRC recovery of segments, `partition.metadata`;
+- `leader_epoch_checkpoint`: the `leader-epoch-checkpoint` file, synced lazily;
+- `log_producer_state`: producer checks before a leader append, state updates after
+  any append, `.snapshot` files, reload on open and truncation;
+- `roll_policy`: when the active segment rolls;
+- `log_retention`: which old segments retention and DeleteRecords delete;
+- `log_compaction`: the cleaning plan and installing cleaned segments (`cleaner` does
+  the work);
+- `atomic_file`: the crash guarantees of each kind of file write.
 """
 
 from __future__ import annotations
 
 import bisect
-import enum
 import logging
 import os
-import re
 import shutil
 import time
 import uuid
@@ -44,71 +56,50 @@ from strandline.errors import (
 from strandline.protocol.control_batch import EndTransactionMarker, NotAMarkerError, read_marker
 from strandline.protocol.file_region import MIN_REGION_BYTES, Records
 from strandline.protocol.record_batch import (
-    CONTROL_MASK,
-    TRANSACTIONAL_MASK,
     BatchHeader,
     assign_offsets,
     iter_batches,
     validate_for_append,
 )
-from strandline.storage.checkpoint import (
-    LEADER_EPOCH_CHECKPOINT,
-    PARTITION_METADATA,
-    CheckpointFormatError,
-    fsync_dir,
-    parse_partition_metadata,
-    render_partition_metadata,
-    write_atomically,
-)
-from strandline.storage.cleaner import CleanedSegment, CleaningPlan, SegmentToClean
+from strandline.storage.atomic_file import fsync_dir, write_atomically
+from strandline.storage.checkpoint import PARTITION_METADATA, render_partition_metadata
+from strandline.storage.cleaner import CleanedSegment, CleaningPlan
 from strandline.storage.cleaner import clean as clean_segments
 from strandline.storage.config import LONG_MAX, LogConfig
 from strandline.storage.disk import DEFAULT_WRITER
 from strandline.storage.index import Writer
-from strandline.storage.leader_epoch_cache import (
-    EpochEntry,
-    LeaderEpochCache,
-    parse_checkpoint,
-    render_checkpoint,
+from strandline.storage.leader_epoch_cache import LeaderEpochCache
+from strandline.storage.leader_epoch_checkpoint import (
+    LeaderEpochCheckpointFile,
+    load_leader_epoch_cache,
 )
-from strandline.storage.producer_state import (
-    NO_PRODUCER_ID,
-    OK,
-    AppendCheck,
-    CompletedTxn,
-    Duplicate,
-    InvalidProducerEpoch,
-    ProducerStateManager,
-    SnapshotError,
-    last_sequence,
-    raise_for_refusal,
-    snapshot_file_name,
+from strandline.storage.log_compaction import cleaning_plan, install_cleaned
+from strandline.storage.log_loader import clean_directory, read_topic_id, recover_segments
+from strandline.storage.log_producer_state import (
+    AppendOrigin,
+    ProducerSnapshots,
+    aborted_txn,
+    check_producers,
+    load_producer_state,
+    record_producers,
+    record_replicated_producers,
 )
+from strandline.storage.log_retention import due_below_start, due_by_size, due_by_time
+from strandline.storage.producer_state import ProducerStateManager
 from strandline.storage.record_validation import check_and_rewrite, record_checks_of
+from strandline.storage.roll_policy import roll_due_ms, should_roll, time_to_roll
 from strandline.storage.segment import LOG_SUFFIX, LogSegment, SegmentRead
 from strandline.storage.txn_index import AbortedTxn
 from strandline.types import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
-_SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 R = TypeVar("R", bound=Records, covariant=True)
 T = TypeVar("T", bound=Records)
-# Leftovers of an interrupted write, rename or delete: never part of the log.
-_STALE_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
 
 
 class UnexpectedAppendOffsetError(InvalidRecordError):
     """A follower append whose first offset is below the log end offset."""
-
-
-class AppendOrigin(enum.Enum):
-    """Who asks for a leader append (Kafka's AppendOrigin): only the transaction
-    coordinator may write control batches (transaction markers)."""
-
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
 
 
 # Not frozen: a frozen dataclass's __init__ costs ~2 us (object.__setattr__ per
@@ -157,9 +148,9 @@ class Log:
         self.log_start_offset = 0
         self.recovery_point = 0
         self.leader_epoch_cache = LeaderEpochCache()
-        # The checkpoint file holds entries not yet fsynced (written by an append).
-        self._epoch_checkpoint_unsynced = False
+        self._epoch_checkpoint = LeaderEpochCheckpointFile(directory)
         self.producer_state = ProducerStateManager()
+        self._snapshots = ProducerSnapshots(directory)
         self.unflushed_messages = 0
         self.last_flush_ms = now_ms
         # Told each flush's duration in seconds (the broker's LogFlushRateAndTimeMs).
@@ -213,8 +204,8 @@ class Log:
     def _load(
         self, recovery_point: int, log_start_offset: int, now_ms: int, clean_shutdown: bool
     ) -> None:
-        bases = self._clean_directory()
-        self.topic_id = self._read_topic_id()
+        bases = clean_directory(self.dir, self.tp)
+        self.topic_id = read_topic_id(self.dir, self.tp)
         for base in bases:
             mtime_ms = int((self.dir / f"{base:020d}{LOG_SUFFIX}").stat().st_mtime * 1000)
             self.segments.append(self._new_segment(base, mtime_ms))
@@ -230,7 +221,10 @@ class Log:
         rebuild_txn_index_from = (
             self.segments[recover_from].base_offset if recover_from < len(self.segments) else None
         )
-        recovered = self._recover_segments(recover_from)
+        recovered = recover_segments(
+            self.segments, recover_from, self.tp, dense=self.config.cleanup_policy == "delete"
+        )
+        self._bases = [s.base_offset for s in self.segments]
 
         if not self.segments:
             self.segments.append(self._new_segment(log_start_offset, now_ms))
@@ -248,7 +242,14 @@ class Log:
         )
         # After an unclean shutdown, batches from the recovery point on may carry epochs
         # whose checkpoint entry was not yet synced.
-        self._load_leader_epoch_cache(None if clean_shutdown else recovery_point)
+        self.leader_epoch_cache = load_leader_epoch_cache(
+            self._epoch_checkpoint,
+            self._headers_from,
+            self.log_start_offset,
+            self.log_end_offset,
+            None if clean_shutdown else recovery_point,
+            self.tp,
+        )
         if rebuild_txn_index_from is not None:
             recovered_segments = [
                 s for s in self.segments if s.base_offset >= rebuild_txn_index_from
@@ -259,35 +260,6 @@ class Log:
                 # No marker there, so no abort to index: the usual (newest) snapshot will do.
                 rebuild_txn_index_from = None
         self._load_producer_state(rebuild_txn_index_from)
-
-    def _clean_directory(self) -> list[int]:
-        """Remove leftovers and orphan indexes; return the base offsets of `.log` files."""
-        names = os.listdir(self.dir)
-        bases = set()
-        for name in names:
-            match = _SEGMENT_FILE.match(name)
-            if match and match.group(2) == "log":
-                bases.add(int(match.group(1)))
-        for name in names:
-            path = self.dir / name
-            match = _SEGMENT_FILE.match(name)
-            stale = name.endswith(_STALE_SUFFIXES) and not name.startswith(LEADER_EPOCH_CHECKPOINT)
-            orphan = match is not None and int(match.group(1)) not in bases
-            if stale or orphan or name == LEADER_EPOCH_CHECKPOINT + ".tmp":
-                logger.info("removing stale file", extra={"tp": str(self.tp), "file": name})
-                path.unlink(missing_ok=True)
-        return sorted(bases)
-
-    def _read_topic_id(self) -> uuid.UUID | None:
-        path = self.dir / PARTITION_METADATA
-        try:
-            return parse_partition_metadata(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (CheckpointFormatError, UnicodeDecodeError) as exc:
-            # Kept, not deleted: the next LeaderAndIsr names the id and rewrites it.
-            logger.warning("ignoring unreadable %s of %s: %s", PARTITION_METADATA, self.tp, exc)
-            return None
 
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         """Record the topic id durably in `partition.metadata` (once; Kafka's
@@ -305,97 +277,7 @@ class Log:
         )
         self.topic_id = topic_id
 
-    def _recover_segments(self, start: int) -> bool:
-        """CRC-check segments[start:]; cut at the first bad batch and drop what follows."""
-        if start >= len(self.segments):
-            return False
-        for i in range(start, len(self.segments)):
-            segment = self.segments[i]
-            result = segment.recover(verify_crc=True, dense=self.config.cleanup_policy == "delete")
-            if result.truncated_bytes:
-                dropped = self.segments[i + 1 :]
-                logger.warning(
-                    "log recovery cut a torn or corrupt tail: tp=%s segment=%d position=%d "
-                    "truncated_bytes=%d dropped_segments=%s reason=%s",
-                    self.tp,
-                    segment.base_offset,
-                    segment.size,
-                    result.truncated_bytes,
-                    [s.base_offset for s in dropped],
-                    result.reason,
-                    extra={
-                        "tp": str(self.tp),
-                        "segment": segment.base_offset,
-                        "position": segment.size,
-                        "truncated_bytes": result.truncated_bytes,
-                        "dropped_segments": [s.base_offset for s in dropped],
-                        "reason": result.reason,
-                    },
-                )
-                for later in dropped:
-                    later.delete()
-                del self.segments[i + 1 :]
-                break
-        # A recovered segment that ended up empty is useless unless it is the last one.
-        while (
-            len(self.segments) > 1
-            and self.segments[-1].is_empty
-            and (self.segments[-2].next_offset > self.segments[-1].base_offset)
-        ):
-            self.segments.pop().delete()
-        self._bases = [s.base_offset for s in self.segments]
-        return True
-
     # ================================================================== epoch cache
-
-    @property
-    def _epoch_checkpoint_path(self) -> Path:
-        return self.dir / LEADER_EPOCH_CHECKPOINT
-
-    def _load_leader_epoch_cache(self, rebuild_from: int | None) -> None:
-        """Read the leader-epoch checkpoint and complete it from the log itself.
-
-        Appends write the checkpoint without fsync (KAFKA-15046: the fsync on every
-        follower's first append of an epoch held up its fetches); `flush` makes it
-        durable before the recovery point moves past its entries. So after an unclean
-        shutdown the file may miss the epochs of batches at or past the recovery point
-        (`rebuild_from`): every batch carries its partition leader epoch, and those
-        epochs are assigned again from the batches. An unreadable or missing file of a
-        log that has data is rebuilt from every batch."""
-        path = self._epoch_checkpoint_path
-        entries: list[EpochEntry] = []
-        missing = False
-        trusted = True
-        try:
-            entries = parse_checkpoint(path.read_text())
-        except FileNotFoundError:
-            missing = True
-            trusted = False
-        except ValueError as exc:
-            logger.warning("ignoring unreadable leader-epoch-checkpoint of %s: %s", self.tp, exc)
-            trusted = False
-        cache = LeaderEpochCache(entries)
-        before = cache.entries
-        if not trusted:
-            rebuild_from = self.log_start_offset
-        if rebuild_from is not None and rebuild_from < self.log_end_offset:
-            for header in self._headers_from(max(rebuild_from, self.log_start_offset)):
-                if header.partition_leader_epoch >= 0:
-                    cache.assign(header.partition_leader_epoch, header.base_offset)
-        cache.truncate_from_end(self.log_end_offset)
-        cache.truncate_from_start(self.log_start_offset)
-        self.leader_epoch_cache = cache
-        if missing and not cache.entries:
-            # A new log: Kafka creates the file empty, unsynced: "no entries" needs no
-            # fsync, since a torn or missing copy of it reads back as no entries too.
-            # Two fsyncs per new partition were most of a large topic's creation time.
-            _create_empty_file(path, render_checkpoint(cache.entries))
-        elif cache.entries != before or not trusted:
-            self._write_epoch_checkpoint(cache)
-
-    def _write_epoch_checkpoint(self, cache: LeaderEpochCache) -> None:
-        write_atomically(self._epoch_checkpoint_path, render_checkpoint(cache.entries))
-        self._epoch_checkpoint_unsynced = False
 
     def _update_epoch_cache(self, change: LeaderEpochCache, durable: bool = True) -> None:
         """Persist a changed cache first, then adopt it: memory never runs ahead of the
@@ -403,15 +285,13 @@ class Log:
         next `flush` syncs it before the recovery point covers its entries."""
         if change.entries != self.leader_epoch_cache.entries:
             if durable:
-                self._write_epoch_checkpoint(change)
+                self._epoch_checkpoint.write(change)
             else:
-                _replace_unsynced(self._epoch_checkpoint_path, render_checkpoint(change.entries))
-                self._epoch_checkpoint_unsynced = True
+                self._epoch_checkpoint.replace_unsynced(change)
             self.leader_epoch_cache = change
 
     def _sync_epoch_checkpoint(self) -> None:
-        if self._epoch_checkpoint_unsynced:
-            self._write_epoch_checkpoint(self.leader_epoch_cache)
+        self._epoch_checkpoint.sync(self.leader_epoch_cache)
 
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
         """A new leader epoch starts at `start_offset` (this broker became leader)."""
@@ -450,8 +330,7 @@ class Log:
         due: int | None = None
         segment = self.active_segment
         if not segment.is_empty:
-            jitter = segment.base_offset % (self.config.segment_jitter_ms + 1)
-            due = segment.rolling_based_timestamp + self.config.max_segment_ms - jitter + 1
+            due = roll_due_ms(segment, self.config)
         if self.recovery_point < self.log_end_offset and self.config.flush_ms < LONG_MAX:
             flush_due = self.last_flush_ms + self.config.flush_ms
             due = flush_due if due is None else min(due, flush_due)
@@ -493,7 +372,9 @@ class Log:
             max_timestamp = header.max_timestamp if append_time is None else append_time
             batches.append((header.position, offset, header.size, last_offset, max_timestamp))
             offset = last_offset + 1
-        duplicate = self._check_producers(validated.batches, batches, records, origin)
+        duplicate = check_producers(
+            self.producer_state, validated.batches, batches, records, origin, self.tp
+        )
         if duplicate is not None:
             return AppendInfo(
                 first_offset=duplicate.first_offset,
@@ -513,7 +394,14 @@ class Log:
             cache = self.leader_epoch_cache.copy()
             cache.assign(leader_epoch, first_offset)
         self._append(buf, batches, now_ms, validated.record_count, cache)
-        self._record_producers(validated.batches, batches, buf)
+        record_producers(
+            self.producer_state,
+            validated.batches,
+            batches,
+            buf,
+            self.log_end_offset,
+            self._apply_marker,
+        )
         return AppendInfo(
             first_offset=first_offset,
             last_offset=next_offset - 1,
@@ -556,31 +444,7 @@ class Log:
             (h.position, h.base_offset, h.size, h.last_offset, h.max_timestamp) for h in headers
         ]
         self._append(records, batches, now_ms, record_count, changed)
-        # Replication origin: the leader already checked the sequences.
-        state = self.producer_state
-        for header in headers:
-            attributes = header.attributes
-            if attributes & CONTROL_MASK:
-                # Complete the transaction (and index an abort) in offset order.
-                self._apply_marker(header, header.base_offset, records, headers[0].base_offset)
-            elif header.producer_id != NO_PRODUCER_ID:
-                # ProducerStateManager.on_batch, inlined: this runs for every replicated batch.
-                base_offset, delta, base_seq = (
-                    header.base_offset,
-                    header.last_offset_delta,
-                    header.base_sequence,
-                )
-                state.on_append(
-                    header.producer_id,
-                    header.producer_epoch,
-                    base_seq,
-                    last_sequence(base_seq, delta),
-                    base_offset,
-                    base_offset + delta,
-                    header.max_timestamp,
-                    attributes & TRANSACTIONAL_MASK != 0,
-                )
-        state.map_end_offset = max(state.map_end_offset, headers[-1].next_offset)
+        record_replicated_producers(self.producer_state, headers, records, self._apply_marker)
         return AppendInfo(
             first_offset=headers[0].base_offset,
             last_offset=headers[-1].last_offset,
@@ -609,7 +473,9 @@ class Log:
             if cache is not None:
                 # The epoch entry may safely run ahead of the data (it names the next offset).
                 self._update_epoch_cache(cache, durable=False)
-            if self._should_roll(len(data), first_offset, last_offset, now_ms):
+            if should_roll(
+                self.active_segment, self.config, len(data), first_offset, last_offset, now_ms
+            ):
                 rolled_from = self.active_segment
                 self._roll(first_offset, now_ms)
             self.active_segment.append(data, batches)
@@ -624,111 +490,6 @@ class Log:
             self._arm_timer()
 
     # ================================================================== producer state
-
-    def _check_producers(
-        self,
-        headers: list[BatchHeader],
-        planned: list[tuple[int, int, int, int, int]],
-        records: bytes | bytearray | memoryview,
-        origin: AppendOrigin,
-    ) -> Duplicate | None:
-        """Check every idempotent batch before anything is written (Kafka's
-        analyzeAndValidateProducerState); raise for a refused one. A payload holding a
-        duplicate is answered as that duplicate, as Kafka does."""
-        idempotent = [
-            i
-            for i, h in enumerate(headers)
-            if h.producer_id != NO_PRODUCER_ID or h.attributes & CONTROL_MASK
-        ]
-        if not idempotent:
-            return None
-        # Later batches of one payload must see the earlier ones: check against a copy.
-        state = self.producer_state
-        if len(idempotent) > 1:
-            state = state.staged({headers[i].producer_id for i in idempotent})
-        for i in idempotent:
-            header = headers[i]
-            attributes = header.attributes
-            if attributes & CONTROL_MASK:
-                self._check_marker(header, records, origin)
-                continue
-            _, first_offset, _, last_offset, max_timestamp = planned[i]
-            last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
-            transactional = attributes & TRANSACTIONAL_MASK != 0
-            if origin is AppendOrigin.CLIENT:
-                check: AppendCheck = state.check_append(
-                    header.producer_id,
-                    header.producer_epoch,
-                    header.base_sequence,
-                    last_seq,
-                    transactional,
-                )
-            else:
-                # Kafka's maybeValidateDataBatch: a coordinator's batch (TxnOffsetCommit's)
-                # has its epoch checked, never its sequences (each starts again at 0), and
-                # is never taken for a duplicate.
-                known = state.producers.get(header.producer_id)
-                check = (
-                    InvalidProducerEpoch(known.producer_epoch, header.producer_epoch)
-                    if known is not None and header.producer_epoch < known.producer_epoch
-                    else OK
-                )
-            if check is not OK:  # the shared OK answers nearly every batch: no matching
-                if isinstance(check, Duplicate):
-                    return check
-                raise_for_refusal(check, header.producer_id, header.producer_epoch, str(self.tp))
-            if state is not self.producer_state:
-                state.on_append(
-                    header.producer_id,
-                    header.producer_epoch,
-                    header.base_sequence,
-                    last_seq,
-                    first_offset,
-                    last_offset,
-                    max_timestamp,
-                    transactional,
-                )
-        return None
-
-    def _check_marker(
-        self, header: BatchHeader, records: bytes | bytearray | memoryview, origin: AppendOrigin
-    ) -> None:
-        if origin is not AppendOrigin.COORDINATOR:
-            raise InvalidRecordError(f"{self.tp}: clients may not write control batches")
-        if header.producer_id == NO_PRODUCER_ID:
-            raise InvalidRecordError(f"{self.tp}: a transaction marker needs a producer id")
-        marker = read_marker(records, header)
-        check = self.producer_state.check_marker(
-            header.producer_id, header.producer_epoch, marker.coordinator_epoch
-        )
-        raise_for_refusal(check, header.producer_id, header.producer_epoch, str(self.tp))
-
-    def _record_producers(
-        self,
-        headers: list[BatchHeader],
-        appended: list[tuple[int, int, int, int, int]],
-        buf: bytearray,
-    ) -> None:
-        state = self.producer_state
-        for header, (_, first_offset, _, last_offset, max_timestamp) in zip(
-            headers, appended, strict=True
-        ):
-            if header.producer_id != NO_PRODUCER_ID:
-                attributes = header.attributes
-                if attributes & CONTROL_MASK:
-                    self._apply_marker(header, first_offset, buf, appended[0][1])
-                    continue
-                state.on_append(
-                    header.producer_id,
-                    header.producer_epoch,
-                    header.base_sequence,
-                    last_sequence(header.base_sequence, header.last_offset_delta),
-                    first_offset,
-                    last_offset,
-                    max_timestamp,
-                    attributes & TRANSACTIONAL_MASK != 0,
-                )
-        state.map_end_offset = self.log_end_offset
 
     def _apply_marker(
         self,
@@ -753,7 +514,7 @@ class Log:
         if completed is None or not completed.is_aborted:
             return
         try:
-            self.active_segment.txn_index.append(_aborted(completed))
+            self.active_segment.txn_index.append(aborted_txn(completed))
         except OSError as exc:
             logger.error("indexing an aborted transaction of %s failed: %s", self.tp, exc)
             try:
@@ -764,51 +525,16 @@ class Log:
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             raise StorageError(f"txn index append to {self.tp} failed: {exc}") from exc
 
-    def _snapshot_offsets(self) -> list[int]:
-        offsets = []
-        for name in os.listdir(self.dir):
-            match = _SNAPSHOT_FILE.match(name)
-            if match:
-                offsets.append(int(match.group(1)))
-        return sorted(offsets)
-
-    def _snapshot_path(self, offset: int) -> Path:
-        return self.dir / snapshot_file_name(offset)
-
     def _load_producer_state(self, rebuild_txn_index_from: int | None = None) -> None:
-        """Newest readable snapshot at or below the log end offset, then replay the batch
-        headers after it (from the first segment when there is none), like Kafka's
-        loadProducerState. Snapshots beyond the log end describe data that is gone.
-
-        With `rebuild_txn_index_from`, the replay starts at or below that offset and
-        indexes every transaction aborted by a marker from there on (the caller emptied
-        those segments' txn indexes)."""
-        leo = self.log_end_offset
-        limit = leo if rebuild_txn_index_from is None else min(leo, rebuild_txn_index_from)
-        state: ProducerStateManager | None = None
-        for offset in reversed(self._snapshot_offsets()):
-            path = self._snapshot_path(offset)
-            if offset > leo:
-                path.unlink(missing_ok=True)
-                continue
-            if offset > limit:
-                continue  # valid, but later than the replay must start
-            try:
-                state = ProducerStateManager.from_snapshot(path.read_bytes())
-            except (SnapshotError, OSError) as exc:
-                logger.warning("ignoring producer-state snapshot %s of %s: %s", path, self.tp, exc)
-                path.unlink(missing_ok=True)
-                continue
-            break
-        if state is None:
-            state = ProducerStateManager()
-        completed = state.replay(self._headers_from(state.map_end_offset), self._marker_of)
-        if rebuild_txn_index_from is not None:
-            for txn in completed:
-                if txn.is_aborted and txn.last_offset >= rebuild_txn_index_from:
-                    self._segment_for(txn.last_offset).txn_index.append(_aborted(txn))
-        state.map_end_offset = leo
-        self.producer_state = state
+        self.producer_state = load_producer_state(
+            self._snapshots,
+            self.log_end_offset,
+            self._headers_from,
+            self._marker_of,
+            self._segment_for,
+            self.tp,
+            rebuild_txn_index_from,
+        )
 
     def _segment_for(self, offset: int) -> LogSegment:
         return self.segments[max(0, bisect.bisect_right(self._bases, offset) - 1)]
@@ -868,37 +594,7 @@ class Log:
             start = segment.position_of(offset) if offset > segment.base_offset else 0
             yield from segment.scan(start)
 
-    def _take_snapshot(self) -> None:
-        """Write the state as `<log end offset>.snapshot` (atomically), Kafka's takeSnapshot."""
-        offset = self.log_end_offset
-        self.producer_state.map_end_offset = offset
-        _write_bytes_atomically(self._snapshot_path(offset), self.producer_state.to_snapshot())
-
-    def _delete_snapshots_below(self, offset: int) -> None:
-        """Drop snapshots of deleted segments, keeping the newest one below `offset` too:
-        it still remembers producers whose batches retention removed."""
-        below = [o for o in self._snapshot_offsets() if o < offset]
-        for old in below[:-1]:
-            self._snapshot_path(old).unlink(missing_ok=True)
-
-    def _should_roll(self, size: int, first_offset: int, last_offset: int, now_ms: int) -> bool:
-        segment = self.active_segment
-        if not segment.can_hold(last_offset):
-            return True
-        if segment.is_empty:
-            # Keep a segment's base equal to its first offset (a follower may start higher).
-            return first_offset != segment.base_offset
-        return (
-            segment.size + size > self.config.segment_bytes
-            or self._time_to_roll(segment, now_ms)
-            or segment.offset_index.is_full
-            or segment.time_index.is_full
-        )
-
-    def _time_to_roll(self, segment: LogSegment, now_ms: int) -> bool:
-        # Kafka's jitter, derived from the base offset so that a replay rolls identically.
-        jitter = segment.base_offset % (self.config.segment_jitter_ms + 1)
-        return now_ms - segment.rolling_based_timestamp > self.config.max_segment_ms - jitter
+    # ================================================================== rolling
 
     def _roll(self, new_base: int, now_ms: int) -> None:
         old = self.active_segment
@@ -908,7 +604,7 @@ class Log:
             old.delete()
         else:
             # Before anything changes: a failed snapshot write leaves the roll undone.
-            self._take_snapshot()
+            self._snapshots.take(self.producer_state, self.log_end_offset)
             old.on_become_inactive()
             old.flush()
             # The recovery point passes the old segment: its batches' epochs go to disk
@@ -933,7 +629,7 @@ class Log:
     def maybe_roll(self, now_ms: int) -> None:
         """Roll a non-empty active segment that has reached `segment.ms`."""
         segment = self.active_segment
-        if not segment.is_empty and self._time_to_roll(segment, now_ms):
+        if not segment.is_empty and time_to_roll(segment, self.config, now_ms):
             self._guarded(lambda: self._roll(self.log_end_offset, now_ms), "roll")
 
     # ================================================================== reading
@@ -1071,8 +767,7 @@ class Log:
             self.recovery_point = offset
             self.first_dirty_offset = offset
             self._update_epoch_cache(LeaderEpochCache())
-            for old in self._snapshot_offsets():
-                self._snapshot_path(old).unlink(missing_ok=True)
+            self._snapshots.delete_all()
             self.producer_state = ProducerStateManager()
             self.producer_state.map_end_offset = offset
 
@@ -1109,12 +804,7 @@ class Log:
         self._guarded(lambda: self._update_epoch_cache(cache), "checkpoint leader epochs")
 
     def _delete_segments_below_start(self) -> int:
-        count = 0
-        for i in range(len(self.segments) - 1):
-            if self.segments[i + 1].base_offset <= self.log_start_offset:
-                count += 1
-            else:
-                break
+        count = due_below_start(self.segments, self.log_start_offset)
         return self._delete_oldest(count, "log start offset", None)
 
     def apply_retention(self, now_ms: int) -> int:
@@ -1123,23 +813,10 @@ class Log:
         deleted = 0
         if self.config.delete_enabled:
             if self.config.retention_ms >= 0:
-                count = 0
-                for segment in self.segments:
-                    if segment.is_empty:
-                        break
-                    if now_ms - segment.largest_timestamp > self.config.retention_ms:
-                        count += 1
-                    else:
-                        break
+                count = due_by_time(self.segments, now_ms, self.config.retention_ms)
                 deleted += self._delete_oldest(count, "retention.ms", now_ms)
             if self.config.retention_bytes >= 0:
-                excess = self.size_in_bytes - self.config.retention_bytes
-                count = 0
-                for segment in self.segments:
-                    if segment.is_empty or excess - segment.size < 0:
-                        break
-                    excess -= segment.size
-                    count += 1
+                count = due_by_size(self.segments, self.size_in_bytes, self.config.retention_bytes)
                 deleted += self._delete_oldest(count, "retention.bytes", now_ms)
         deleted += self._delete_segments_below_start()
         return deleted
@@ -1167,7 +844,7 @@ class Log:
             new_start = self.segments[0].base_offset
             if new_start > self.log_start_offset:
                 self._advance_log_start(new_start)
-            self._delete_snapshots_below(new_start)
+            self._snapshots.delete_below(new_start)
 
         self._guarded(delete, "delete segments")
         return count
@@ -1175,46 +852,18 @@ class Log:
     # ================================================================== compaction
 
     def cleaning_plan(self, now_ms: int, high_watermark: int) -> CleaningPlan | None:
-        """What the cleaner may rewrite now, or None: inactive segments below the last
-        stable offset (so below the HW, and never into an open transaction, whose outcome
-        decides which of its records count) and older than min.compaction.lag.ms, once
-        their dirty share reaches min.cleanable.dirty.ratio. The plan names the aborted
-        transactions of that range: their records are dropped and shadow nothing."""
+        """What the cleaner may rewrite now, or None (`log_compaction.cleaning_plan`):
+        never past the last stable offset, nor the active segment."""
         self._check_open()
         if not self.config.compact_enabled:
             return None
-        limit = self.last_stable_offset(high_watermark)
-        cleanable: list[LogSegment] = []
-        for segment in self.segments[:-1]:
-            lag = self.config.min_compaction_lag_ms
-            if segment.next_offset > limit or (
-                lag > 0 and now_ms - segment.largest_timestamp < lag
-            ):
-                break
-            cleanable.append(segment)
-        total = sum(s.size for s in cleanable)
-        dirty_segments = [s for s in cleanable if s.next_offset > self.first_dirty_offset]
-        dirty = sum(s.size for s in dirty_segments)
-        if not total or not dirty:
-            return None
-        # max.compaction.lag.ms (KIP-354): a dirty segment that old is compacted now,
-        # whatever the dirty ratio (Kafka's LogCleanerManager.maxCompactionDelay).
-        max_lag = self.config.max_compaction_lag_ms
-        overdue = max_lag < LONG_MAX and any(
-            now_ms - s.rolling_based_timestamp > max_lag for s in dirty_segments
-        )
-        if not overdue and dirty / total < self.config.min_cleanable_dirty_ratio:
-            return None
-        horizon = now_ms - self.config.delete_retention_ms
-        end_offset = cleanable[-1].next_offset
-        return CleaningPlan(
-            tuple(
-                SegmentToClean(s.base_offset, s.log_path, s.size, s.largest_timestamp < horizon)
-                for s in cleanable
-                if not s.is_empty
-            ),
-            end_offset,
-            tuple(self.collect_aborted_transactions(cleanable[0].base_offset, end_offset)),
+        return cleaning_plan(
+            self.segments,
+            self.config,
+            now_ms,
+            self.last_stable_offset(high_watermark),
+            self.first_dirty_offset,
+            self.collect_aborted_transactions,
         )
 
     def swap_cleaned(self, plan: CleaningPlan, cleaned: list[CleanedSegment]) -> int:
@@ -1253,17 +902,7 @@ class Log:
 
     def _swap_segment(self, i: int, cleaned_path: Path) -> None:
         old = self.segments[i]
-        old.close()
-        # The indexes go first: a crash after the rename must not leave index entries
-        # pointing into the old layout (a missing index is rebuilt when the log opens).
-        old.offset_index.delete()
-        old.time_index.delete()
-        fsync_dir(self.dir)
-        # Retention and segment.ms age a segment by its mtime where timestamps are missing.
-        original = os.stat(old.log_path)
-        os.utime(cleaned_path, ns=(original.st_atime_ns, original.st_mtime_ns))
-        os.replace(cleaned_path, old.log_path)
-        fsync_dir(self.dir)
+        install_cleaned(old, cleaned_path, self.dir)
         segment = self._new_segment(old.base_offset, old.created_ms)
         segment.recover(verify_crc=False)
         if segment.is_empty and i > 0:
@@ -1322,8 +961,8 @@ class Log:
             return
         try:
             # A log that never saw an idempotent producer nor rolled has nothing to remember.
-            if self.producer_state.producers or self._snapshot_offsets():
-                self._take_snapshot()
+            if self.producer_state.producers or self._snapshots.offsets():
+                self._snapshots.take(self.producer_state, self.log_end_offset)
             self._sync_epoch_checkpoint()
         except OSError as exc:
             # The next open replays from an older snapshot: slower, never wrong.
@@ -1362,46 +1001,3 @@ class Log:
             f"Log({self.tp}, start={self.log_start_offset}, end={self.log_end_offset}, "
             f"segments={len(self.segments)})"
         )
-
-
-def _aborted(txn: CompletedTxn) -> AbortedTxn:
-    return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
-
-
-def _write_bytes_atomically(path: Path, data: bytes) -> None:
-    """tmp + fsync + rename + dir fsync: a crash leaves the old file or the new one."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def _replace_unsynced(path: Path, text: str) -> None:
-    """tmp + rename without fsync: readers never see a torn file while the broker runs;
-    after a crash the file may be the old one, or unreadable (both handled on load)."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(text.encode())
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def _create_empty_file(path: Path, text: str) -> None:
-    """Write `text` (content meaning "nothing recorded") without the fsyncs of an atomic
-    replace: a crash can only leave it missing or torn, and both read as nothing."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from strandline.errors import StorageError
+from strandline.storage.atomic_file import write_atomically
 from strandline.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointFormatError,
     read_offsets,
-    write_atomically,
     write_offsets,
 )
 from strandline.storage.config import LogConfig

@@ -545,6 +545,6 @@ def test_a_roll_syncs_the_epoch_checkpoint_before_its_recovery_point_passes_the_
     follower.append_as_follower(leader.read(6, 1 << 20).records, now_ms=0)  # rolls
     assert follower.num_segments > 1
     assert follower.recovery_point >= 6
-    assert not follower._epoch_checkpoint_unsynced  # synced by the roll
+    assert not follower._epoch_checkpoint.unsynced  # synced by the roll
     checkpoint = parse_checkpoint((follower.dir / "leader-epoch-checkpoint").read_text())
     assert checkpoint == follower.leader_epoch_cache.entries
