@@ -75,7 +75,8 @@ from strandline.sim.cluster_state import (
     ClusterState,
     SimBroker,
 )
-from strandline.sim.zookeeper import ReplyFault, SimZkClient, SimZooKeeper
+from strandline.sim.zk_client import ReplyFault, SimZkClient
+from strandline.sim.zookeeper import SimZooKeeper
 from strandline.types import TopicPartition
 
 

@@ -18,7 +18,7 @@ from strandline.sim.cluster_state import (
     ControllerShell,
     SimBroker,
 )
-from strandline.sim.zookeeper import SimZkClient
+from strandline.sim.zk_client import SimZkClient
 
 
 def start_broker(cluster: ClusterState, broker: SimBroker) -> None:

@@ -28,7 +28,8 @@ from strandline.protocol.controller_requests import (
 )
 from strandline.replication.truncation import TruncationMode
 from strandline.sim.simulator import Replica
-from strandline.sim.zookeeper import SimZkClient, SimZooKeeper
+from strandline.sim.zk_client import SimZkClient
+from strandline.sim.zookeeper import SimZooKeeper
 from strandline.types import TopicPartition
 
 NO_LEADER = -1
