@@ -6,7 +6,7 @@ ControllerEventManager). Each event's procedure comes from the pure
 `ControllerCore` (`procedures.py`); this module performs the effects it yields —
 ZooKeeper reads and writes on a worker thread through `zk_effects.perform`, requests
 through the `ControllerChannel`, lines in state-change.log — and feeds the results back.
-The simulator (`strandline.sim.cluster`) is the other shell around the same core.
+The simulator (`strandline.sim.cluster_controller`) is the other shell around the same core.
 """
 
 from __future__ import annotations

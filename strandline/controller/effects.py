@@ -4,8 +4,8 @@ The controller's procedures (`procedures.py`) are generators: they yield an effe
 the shell carries it out (a ZooKeeper read or conditional write, a request to a
 broker, a state-change log line) and sends the result back in. Events are what starts
 a procedure: a ZooKeeper watch fired, a broker asked something, a timer ran out.
-The real broker (`controller.py`) and the simulator (`strandline.sim.cluster`) are two
-shells around the same core.
+The real broker (`controller.py`) and the simulator (`strandline.sim.cluster_controller`)
+are two shells around the same core.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ are the functions of `decisions.py` and `reassignment.py`; this module sequences
 as Kafka's KafkaController does, one event at a time.
 
 No I/O, no clock, no asyncio: the broker (`controller.py`) and the simulator
-(`strandline.sim.cluster`) carry the effects out, each in its own way.
+(`strandline.sim.cluster_controller`) carry the effects out, each in its own way.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every write is fenced by the controller epoch (one ZooKeeper multi-op whose firs
 checks /controller_epoch's version): a controller that lost its election without
 knowing it yet cannot change anything. The same function serves the real broker (a
 `ZkClient` over kazoo, called on a worker thread) and the simulator
-(`strandline.sim.zookeeper.SimZkClient`), so both run the same reads and conditional
+(`strandline.sim.zk_client.SimZkClient`), so both run the same reads and conditional
 writes for the same effects.
 """
 

@@ -1,8 +1,8 @@
 """The ZooKeeper metadata client as an interface (Kafka's KafkaZkClient's surface).
 
 Two classes implement it: `coordination.zk_client.ZkClient` (a kazoo session on a real
-ZooKeeper) and `sim.zookeeper.SimZkClient` (a session on the simulator's in-memory
-ZooKeeper). `make lint`'s mypy proves both conform (see the end of `sim/zookeeper.py`);
+ZooKeeper) and `sim.zk_client.SimZkClient` (a session on the simulator's in-memory
+ZooKeeper). `make lint`'s mypy proves both conform (see the end of `sim/zk_client.py`);
 `tests/coordination/test_zk_conformance.py` runs one behavioural suite against both.
 
 The contract below is what code written against this interface may rely on. Errors are

@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 
 from strandline.replication.truncation import TruncationMode
 from strandline.sim import shrinking
-from strandline.sim.cluster import (
+from strandline.sim.cluster import ClusterSim
+from strandline.sim.cluster_events import (
     Bounce,
-    ClusterConfig,
     ClusterEvent,
-    ClusterSim,
     ControllerStep,
     Crash,
     CreateTopic,
@@ -51,6 +50,7 @@ from strandline.sim.cluster import (
     ZkBlip,
 )
 from strandline.sim.cluster_invariants import CheckedRun, run_checked
+from strandline.sim.cluster_state import ClusterConfig
 
 BROKERS = (0, 1, 2)
 TOPIC_NAMES = ("t", "u")

@@ -31,7 +31,9 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from strandline.coordination import znodes
-from strandline.sim.cluster import NO_LEADER, ClusterEvent, ClusterReplica, ClusterSim
+from strandline.sim.cluster import ClusterSim
+from strandline.sim.cluster_events import ClusterEvent
+from strandline.sim.cluster_state import NO_LEADER, ClusterReplica
 from strandline.sim.zookeeper import NoNode
 from strandline.types import TopicPartition
 

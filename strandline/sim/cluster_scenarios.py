@@ -16,10 +16,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from strandline.sim.cluster import (
-    ClusterConfig,
+from strandline.sim.cluster import ClusterSim
+from strandline.sim.cluster_events import (
     ClusterEvent,
-    ClusterSim,
     ControllerStep,
     Crash,
     CreateTopic,
@@ -35,6 +34,7 @@ from strandline.sim.cluster import (
     Tick,
 )
 from strandline.sim.cluster_invariants import ClusterChecker
+from strandline.sim.cluster_state import ClusterConfig
 from strandline.types import TopicPartition
 
 Row = dict[str, Any]

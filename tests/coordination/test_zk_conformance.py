@@ -24,7 +24,8 @@ from strandline.coordination.zk_client import ZkClient
 from strandline.coordination.zk_ops import SetWrite
 from strandline.coordination.znodes import LeaderAndIsr
 from strandline.coordination.zookeeper_client import ZnodeStatView, ZooKeeperClient
-from strandline.sim.zookeeper import SimZkClient, SimZooKeeper
+from strandline.sim.zk_client import SimZkClient
+from strandline.sim.zookeeper import SimZooKeeper
 from strandline.types import TopicPartition
 
 TP0 = TopicPartition("t", 0)

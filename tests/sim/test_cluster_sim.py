@@ -14,7 +14,8 @@ from strandline.controller import decisions
 from strandline.controller.context import ControllerContext
 from strandline.coordination import znodes
 from strandline.replication import controller_fencing
-from strandline.sim.cluster import ClusterSim, Crash, Produce, Run, Tick
+from strandline.sim.cluster import ClusterSim
+from strandline.sim.cluster_events import Crash, Produce, Run, Tick
 from strandline.sim.cluster_explore import explore, violations_of
 from strandline.sim.cluster_scenarios import CLUSTER_SCENARIOS
 from strandline.types import TopicPartition

@@ -7,16 +7,9 @@ from __future__ import annotations
 import pytest
 
 from strandline.replication.truncation import TruncationMode
-from strandline.sim.cluster import (
-    Bounce,
-    ClusterConfig,
-    ClusterEvent,
-    Crash,
-    LoseZkReply,
-    Produce,
-    Run,
-)
+from strandline.sim.cluster_events import Bounce, ClusterEvent, Crash, LoseZkReply, Produce, Run
 from strandline.sim.cluster_explore import explore, violations_of
+from strandline.sim.cluster_state import ClusterConfig
 
 HW, KIP101, KIP279 = TruncationMode.HW, TruncationMode.KIP101, TruncationMode.KIP279
 

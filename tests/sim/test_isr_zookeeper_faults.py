@@ -13,10 +13,9 @@ import pytest
 from strandline.controller import procedures
 from strandline.coordination.znodes import LeaderAndIsr
 from strandline.replication import isr_update as iu
-from strandline.sim.cluster import (
-    ClusterConfig,
+from strandline.sim.cluster import ClusterSim
+from strandline.sim.cluster_events import (
     ClusterEvent,
-    ClusterSim,
     Crash,
     ExpireSession,
     Fetch,
@@ -30,6 +29,7 @@ from strandline.sim.cluster import (
 )
 from strandline.sim.cluster_explore import explore, violations_of
 from strandline.sim.cluster_invariants import run_checked
+from strandline.sim.cluster_state import ClusterConfig
 from strandline.types import TopicPartition
 
 T0 = TopicPartition("t", 0)

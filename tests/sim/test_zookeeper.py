@@ -15,6 +15,7 @@ from strandline.coordination.errors import (
     ZkVersionConflictError,
 )
 from strandline.coordination.znodes import LeaderAndIsr
+from strandline.sim.zk_client import SimZkClient
 from strandline.sim.zookeeper import (
     BadVersion,
     CheckOp,
@@ -27,7 +28,6 @@ from strandline.sim.zookeeper import (
     NotEmpty,
     SessionExpired,
     SetOp,
-    SimZkClient,
     SimZooKeeper,
     ZnodeStat,
 )
