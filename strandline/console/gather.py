@@ -27,7 +27,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kio.schema.errors import ErrorCode
@@ -40,6 +39,7 @@ from strandline.client.admin import (
     BlockingAdmin,
     request,
 )
+from strandline.client.groups import assignment
 from strandline.console.history import History, rates
 from strandline.console.messages import MessageQuery, MessagesView, browse
 from strandline.console.metrics import (
@@ -619,18 +619,6 @@ async def _min_isr_of(client: AdminClient, topics: list[str]) -> dict[str, int]:
             if config.name == "min.insync.replicas":
                 out[str(result.resource_name)] = _int(config.value, 1)
     return out
-
-
-def _assignment(protocol_type: str, member: Any) -> list[tuple[str, int]]:
-    """A consumer-protocol member's assigned partitions (none for other protocols, while
-    the group rebalances, or for bytes that do not decode)."""
-    if protocol_type != "consumer" or not member.member_assignment:
-        return []
-    try:
-        assignment = ConsumerProtocolAssignment.decode(bytes(member.member_assignment))
-        return sorted((tp.topic, tp.partition) for tp in assignment.partitions())
-    except Exception:  # noqa: BLE001 - a client's own bytes: show no assignment, not a crash
-        return []
 
 
 def _int(value: Any, default: int) -> int:
@@ -1312,7 +1300,10 @@ class Gatherer:
             except AdminError as exc:
                 failures[group_id] = str(exc)
         assignments = {
-            group_id: {m.member_id: _assignment(d.protocol_type, m) for m in d.members}
+            group_id: {
+                m.member_id: [(tp.topic, tp.partition) for tp in assignment(d.protocol_type, m)]
+                for m in d.members
+            }
             for group_id, d in descriptions.items()
         }
         every_tp: set[tuple[str, int]] = set()
