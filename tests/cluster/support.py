@@ -7,7 +7,6 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
@@ -18,8 +17,6 @@ from strandline.launcher.local_cluster import ClusterStatus, LocalCluster
 from strandline.storage import replica_verify
 from strandline.types import PartitionInfo, TopicPartition
 from tests.waiting import wait_until
-
-T = TypeVar("T")
 
 
 def partition_status(cluster: LocalCluster, tp: TopicPartition) -> PartitionInfo:
