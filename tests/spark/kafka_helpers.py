@@ -86,30 +86,3 @@ def consume_all(
     finally:
         consumer.close()
     return out
-
-
-def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[int]:
-    """ListOffsets "latest" per partition: the high watermark (read_uncommitted) or the
-    last stable offset (read_committed)."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation}
-    )
-    try:
-        return [
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-            for p in range(partitions)
-        ]
-    finally:
-        consumer.close()
-
-
-def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
-    """The group's committed offset (OffsetFetch, require_stable); -1001 when none."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed"}
-    )
-    try:
-        [tp] = consumer.committed([TopicPartition(topic, partition)], timeout=10)
-        return int(tp.offset)
-    finally:
-        consumer.close()

@@ -21,15 +21,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
-from .kafka_helpers import (
-    committed_offset,
-    consume_all,
-    create_topic,
-    end_offsets,
-    produce,
-    unique_topic,
-)
+from .kafka_helpers import consume_all, create_topic, produce, unique_topic
 
 JOB = Path(__file__).with_name("spark_job.py")
 RECORDS = 80  # 2 micro-batches of 40 (maxOffsetsPerTrigger in spark_job.py)
@@ -69,29 +63,78 @@ def _query_id(checkpoint: Path) -> str | None:
         return None
 
 
+class _Probe:
+    """The clients _wait_mid_batch polls with, made once: a new client per look costs
+    a connection and a coordinator lookup each time, and on a loaded machine a round of
+    looks then took longer than the window it has to land in."""
+
+    def __init__(self, bootstrap: str, target: str) -> None:
+        self._bootstrap, self._target = bootstrap, target
+        self._ends = {
+            isolation: Consumer(
+                {"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation}
+            )
+            for isolation in ("read_uncommitted", "read_committed")
+        }
+        self._markers: list[Consumer] = []
+
+    def markers(self, query_id: str) -> list[int]:
+        """Each task's marker: the offset its marker group committed (0 when none)."""
+        if not self._markers:
+            self._markers = [
+                Consumer(
+                    {
+                        "bootstrap.servers": self._bootstrap,
+                        "group.id": f"strandline-spark-{query_id}-{task}",
+                        "isolation.level": "read_committed",
+                    }
+                )
+                for task in (0, 1)
+            ]
+        return [
+            max(0, c.committed([TopicPartition(self._target, 0)], timeout=10)[0].offset)
+            for c in self._markers
+        ]
+
+    def ends(self, isolation: str) -> list[int]:
+        consumer = self._ends[isolation]
+        return [
+            consumer.get_watermark_offsets(
+                TopicPartition(self._target, p), timeout=10, cached=False
+            )[1]
+            for p in (0, 1)
+        ]
+
+    def close(self) -> None:
+        for consumer in [*self._ends.values(), *self._markers]:
+            consumer.close()
+
+
 def _wait_mid_batch(
     job: subprocess.Popen[str], bootstrap: str, target: str, checkpoint: Path
 ) -> int:
     """Until, in some micro-batch B, one task committed its transaction (its marker is
     B+1) while the other has one open with records in the log (HW > LSO), and Spark
     has not committed B. Returns B."""
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        assert job.poll() is None, f"the job ended early: {job.communicate()[1][-3000:]}"
-        query_id = _query_id(checkpoint)
-        if query_id is not None:
-            markers = [
-                max(0, committed_offset(bootstrap, f"strandline-spark-{query_id}-{t}", target))
-                for t in (0, 1)
-            ]
-            batch = max(markers) - 1
-            if markers[0] != markers[1] and not (checkpoint / "commits" / str(batch)).exists():
-                # The HW first: an LSO read later and still below it is an open transaction.
-                hw = end_offsets(bootstrap, target, 2, "read_uncommitted")
-                lso = end_offsets(bootstrap, target, 2, "read_committed")
-                if any(s < h for s, h in zip(lso, hw, strict=True)):
-                    return batch
-        time.sleep(0.02)
+    probe = _Probe(bootstrap, target)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            assert job.poll() is None, f"the job ended early: {job.communicate()[1][-3000:]}"
+            query_id = _query_id(checkpoint)
+            if query_id is not None:
+                markers = probe.markers(query_id)
+                batch = max(markers) - 1
+                if markers[0] != markers[1] and not (checkpoint / "commits" / str(batch)).exists():
+                    # The HW first: an LSO read later and still below it is an open
+                    # transaction.
+                    hw = probe.ends("read_uncommitted")
+                    lso = probe.ends("read_committed")
+                    if any(s < h for s, h in zip(lso, hw, strict=True)):
+                        return batch
+            time.sleep(0.02)
+    finally:
+        probe.close()
     raise TimeoutError("never caught a micro-batch in flight")
 
 
