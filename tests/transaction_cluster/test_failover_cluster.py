@@ -16,7 +16,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KafkaNewTopic
 
 from strandline.cli.transactions import Described, TxnClient
-from strandline.launcher.local_cluster import LocalCluster
+from strandline.launcher.local_cluster import LocalCluster, answers_metadata
 from tests.conftest import ClusterFactory
 from tests.waiting import wait_until
 
@@ -37,6 +37,23 @@ def _describe(cluster: LocalCluster) -> Described | None:
         return described
     except Exception:  # noqa: BLE001 - the coordinator is moving: ask again
         return None
+
+
+def _reloaded_without(cluster: LocalCluster, coordinator: int, gone: int) -> bool:
+    """ZooKeeper's ISR of `__transaction_state-0` no longer holds `gone`, the
+    coordinator's own Metadata has that leader epoch (UpdateMetadata follows the
+    LeaderAndIsr that reloads it), and it answers for the transaction again."""
+    [state] = [p for p in cluster.status().partitions if p.tp.topic == "__transaction_state"]
+    if gone in state.isr:
+        return False
+    metadata: Any = answers_metadata(*cluster.broker_address(coordinator))
+    [epoch] = [
+        p.leader_epoch
+        for t in metadata.topics
+        if t.name == "__transaction_state"
+        for p in t.partitions
+    ]
+    return epoch == state.leader_epoch and _describe(cluster) is not None
 
 
 @pytest.mark.timeout(180)
@@ -65,8 +82,12 @@ def test_new_coordinator_completes_a_prepared_commit(cluster_factory: ClusterFac
     producer.flush(30)
     cluster.kill(data)
     # The controller's ISR shrink bumps the coordinator's epoch (a reload, as in Kafka):
-    # let that settle so the commit is prepared by the final epoch of this coordinator.
-    time.sleep(4)
+    # wait for it, so that the commit is prepared by the final epoch of this coordinator.
+    wait_until(
+        "the coordinator to take the shrunk ISR",
+        lambda: _reloaded_without(cluster, coordinator, data),
+        60,
+    )
     producer.commit_transaction(60)  # answered once PrepareCommit is replicated
     prepared = wait_until("the prepared commit", lambda: _describe(cluster))
     assert prepared.state == "PrepareCommit" and prepared.partitions == ("t-0",)
