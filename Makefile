@@ -4,6 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_VERSION := 26.3
+# Every broker and tool the tests start is a new Python process: let it read the
+# project's compiled modules instead of compiling them again (some shells set this).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup system-deps demo test test-fast lint bench clean lock
 

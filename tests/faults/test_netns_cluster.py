@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -129,6 +130,15 @@ class PacedProducer:
     def acks_since(self, t: float) -> int:
         return sum(1 for a, _ in list(self.ack_times) if a > t)
 
+    def wait_flowing(self, partitions: int, since: float = 0.0, acks: int = 20) -> None:
+        """Until each of `partitions` had `acks` acknowledgements after `since`."""
+
+        def flowing() -> bool:
+            got = Counter(p for a, p in list(self.ack_times) if a > since)
+            return all(got[p] >= acks for p in range(partitions))
+
+        wait_until(f"{acks} acknowledged writes on each partition", flowing, timeout_s=60)
+
     def longest_gap(self, start: float, end: float, partitions: list[int] | None = None) -> float:
         """Longest stretch without an acknowledgement within [start, end], counting only
         acknowledgements from `partitions` if given."""
@@ -232,7 +242,7 @@ def test_zookeeper_leader_loss_keeps_acks_all_writes_flowing(
     cluster = netns_cluster()
     create_topic(cluster, "zkl", 3, 3, min_insync_replicas="2")
     with PacedProducer(cluster, "zkl") as writer:
-        time.sleep(2)
+        writer.wait_flowing(3)
         zk_leader = cluster.zk_leader()
         assert zk_leader is not None
         killed_at = time.monotonic()
@@ -247,7 +257,9 @@ def test_zookeeper_leader_loss_keeps_acks_all_writes_flowing(
         # The control plane works on the surviving quorum: a topic creation goes through
         # the controller's ZooKeeper writes.
         create_topic(cluster, "zkl-after", 1, 3)
-        time.sleep(SESSION_MS / 1000 + 2)
+        # Watched for longer than a session: a broker whose session the new quorum lost
+        # would be seen re-registering, and its partitions' writes stalling, by then.
+        writer.wait_flowing(3, since=killed_at + SESSION_MS / 1000 + 2)
         observed_until = time.monotonic()
         gap = writer.longest_gap(killed_at - 1, observed_until)
         worst = max(writer.longest_gap(killed_at - 1, observed_until, [p]) for p in range(3))
@@ -279,7 +291,7 @@ def test_broker_cut_from_zookeeper_loses_its_leaderships_and_writes_continue(
     assert victim is not None
     led = [p for p, b in leaders.items() if b == victim]
     with PacedProducer(cluster, "cut") as writer:
-        time.sleep(2)
+        writer.wait_flowing(3)
         cut_at = time.monotonic()
         cluster.from_zookeeper(victim)
         wait_until(
@@ -292,7 +304,7 @@ def test_broker_cut_from_zookeeper_loses_its_leaderships_and_writes_continue(
         )
         moved = time.monotonic() - cut_at
         assert cluster.status().controller == status.controller
-        time.sleep(2)
+        writer.wait_flowing(3, since=time.monotonic())
         gap = writer.longest_gap(cut_at - 1, time.monotonic())
         gap_moved = writer.longest_gap(cut_at - 1, time.monotonic(), led)
         after = writer.acks_since(cut_at + moved)

@@ -14,6 +14,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 from pyspark.sql import SparkSession
 
+from tests.waiting import wait_until
+
 from .kafka_helpers import create_topic, unique_topic
 
 RECORDS = 3000
@@ -78,11 +80,17 @@ def test_stream_survives_leader_sigkill(
     done = threading.Event()
     producer = threading.Thread(target=_produce_steadily, args=(bootstrap, topic, acked, done))
     producer.start()
-    while len(acked) < RECORDS // 3:
-        time.sleep(0.1)
+    wait_until("a third of the records acknowledged", lambda: len(acked) >= RECORDS // 3, 60)
     victim = _leader_of(bootstrap, topic, 0)
     cluster.kill(victim, signal.SIGKILL)
-    time.sleep(3)
+    # The stream must read on through a leader that moved, not wait for the old one.
+    wait_until(
+        f"partition 0 to move off broker {victim}",
+        lambda: any(
+            p.tp.topic == topic and p.tp.partition == 0 and p.leader not in (None, victim)
+            for p in cluster.status().partitions
+        ),
+    )
     cluster.start(victim)
     producer.join(180)
     assert done.is_set()
