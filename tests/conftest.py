@@ -73,9 +73,21 @@ def tier_of(item: pytest.Item) -> str:
     return "pure"
 
 
+# The order modules start in, by their heaviest test: xdist hands modules out in
+# collection order, so the long ones (namespaces, Spark, clusters) go first and the
+# many short pure ones fill in at the end, instead of a Spark module starting last and
+# running alone for minutes.
+_START_ORDER = ("root", "spark", "browser", "cluster", "pure")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first: dict[str, int] = {}
     for item in items:
-        item.add_marker(getattr(pytest.mark, tier_of(item)))
+        tier = tier_of(item)
+        item.add_marker(getattr(pytest.mark, tier))
+        module = str(item.fspath)
+        first[module] = min(first.get(module, len(_START_ORDER)), _START_ORDER.index(tier))
+    items.sort(key=lambda item: first[str(item.fspath)])  # stable: a module stays in order
 
 
 @pytest.fixture(scope="session")

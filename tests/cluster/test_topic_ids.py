@@ -120,8 +120,13 @@ def test_a_recreated_topic_with_fewer_partitions_is_noticed_by_the_producer(
     delivered = [(k, part) for k, part, err in outcomes if err is None]
     failed = [(k, part, err) for k, part, err in outcomes if err is not None]
     assert all(part is not None and part < 3 for _, part in delivered), delivered
-    for _, _, err in failed:
-        assert err is not None and err.code() == KafkaError._UNKNOWN_PARTITION, failed
+    # Only records for the partitions that went away fail, and at once: librdkafka says
+    # unknown partition, or, for a record already queued to that partition's broker
+    # thread when it dropped the partition, that the handle was destroyed (seen once).
+    vanished = (KafkaError._UNKNOWN_PARTITION, KafkaError._DESTROY)
+    for _, part, err in failed:
+        assert part is not None and part >= 3 and err is not None, failed
+        assert err.code() in vanished, failed
     assert ("explicit", 7) in [(k, part) for k, part, _ in failed]
     assert sum(1 for k, _ in delivered if k == "keyed") > 0
 
