@@ -1,14 +1,8 @@
-"""`python -m strandline` and the `strandline` command (brokers run as
-`python -m strandline broker`)."""
+"""`python -m strandline` and the `strandline` command."""
 
-import sys
+from strandline.startup import skip_test_only_imports
 
-# kio registers a hypothesis strategy for each of its primitive types at import time
-# whenever hypothesis can be imported, as it can where the tests are installed: 0.6 s of
-# CPU in every process, for strategies a broker or a tool never draws from. Starting
-# three brokers on two cores took 5.0 s (9.6 s of CPU) with it and 1.7 s (3.0 s)
-# without. Test processes import kio with hypothesis, as they need it.
-sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+skip_test_only_imports()
 
 from strandline.cli.main import main  # noqa: E402
 

@@ -40,6 +40,8 @@ _TIER_BY_MODULE = {
     "test_worker_errors.py": "pure",
     "test_timeline.py": "pure",
     "test_consumer_stamps.py": "pure",
+    "test_nemesis_plan.py": "pure",
+    "test_partition_rules.py": "pure",
     "test_clients_roundtrip.py": "cluster",
     "test_connection.py": "cluster",
     "test_listener_startup.py": "cluster",

@@ -182,9 +182,7 @@ class LocalCluster:
         self.data_dir = Path(data_dir).resolve()
         env_command = os.environ.get(BROKER_COMMAND_ENV)
         self.broker_command = broker_command or (
-            shlex.split(env_command)
-            if env_command
-            else [sys.executable, "-m", "strandline", "broker"]
+            shlex.split(env_command) if env_command else [sys.executable, "-m", "strandline.server"]
         )
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s

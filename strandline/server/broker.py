@@ -11,6 +11,7 @@ import asyncio
 import logging
 import resource
 import signal
+import sys
 import time
 from collections.abc import Generator
 from pathlib import Path
@@ -528,6 +529,18 @@ def raise_open_files_limit(wanted: int) -> int:
         except (ValueError, OSError):
             continue
     return soft
+
+
+def run(config_path: Path) -> int:
+    """Run the broker until it is stopped. A setting it cannot serve (an unknown
+    listener scheme, TLS without a keystore, a bad SASL setting) is one clear line on
+    stderr, no traceback, and exit code 1."""
+    try:
+        main(config_path)
+    except ConfigError as e:
+        print(f"error: {config_path}: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(config_path: Path) -> None:

@@ -23,10 +23,12 @@ STANDALONE_EXECUTOR_CONF = {
 
 
 def python_conf() -> dict[str, str]:
-    """The Spark settings that make driver and executor Python this interpreter."""
+    """The Spark settings that make driver and executor Python this interpreter, its
+    workers forked by our daemon (strandline/spark/worker_daemon.py)."""
     return {
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        "spark.python.daemon.module": "strandline.spark.worker_daemon",
     }
 
 
