@@ -99,7 +99,7 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
         tmp_path_factory.mktemp("zookeeper"),
         tick_time_ms=100,
         min_session_timeout_ms=200,
-        max_session_timeout_ms=4000,
+        max_session_timeout_ms=10000,
     )
     try:
         server.start()
@@ -153,7 +153,7 @@ def cluster_factory(
         **overrides: Any,
     ) -> LocalCluster:
         # A short session lets a killed broker's znode vanish quickly (the session
-        # ZooKeeper clamps timeouts to [200, 4000] ms).
+        # ZooKeeper clamps timeouts to [200, 10000] ms).
         settings = {"zookeeper.session.timeout.ms": "2000"}
         settings.update({key.replace("_", "."): str(value) for key, value in overrides.items()})
         settings.update(config or {})

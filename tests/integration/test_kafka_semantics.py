@@ -118,9 +118,9 @@ def producer_topic(producer: Producer) -> str:
     return _TOPICS[id(producer)]
 
 
-def _producer(bootstrap: str, topic: str) -> Producer:
+def _producer(bootstrap: str, topic: str, linger_ms: int = 200) -> Producer:
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 200, "retries": 0, "acks": "all"}
+        {"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "retries": 0, "acks": "all"}
     )
     _TOPICS[id(producer)] = topic
     return producer
@@ -155,7 +155,9 @@ def test_keyless_record_on_compacted_topic_is_invalid_record(
     bootstrap = new_cluster(cluster_factory).bootstrap
     topic = _topic()
     _create(bootstrap, topic, config={"cleanup.policy": policy})
-    producer = _producer(bootstrap, topic)
+    # A linger no machine reaches: nothing leaves before _deliver_all's flush, which
+    # sends the three as one batch (with 200 ms, a loaded machine once sent k1 alone).
+    producer = _producer(bootstrap, topic, linger_ms=60_000)
     errors = _deliver_all(producer, [(b"k1", b"a", None), (None, b"b", None), (b"k3", b"c", None)])
     # The whole batch is refused (librdkafka fails all three with INVALID_RECORD);
     # test_record_errors_on_the_wire checks which records the answer names.

@@ -14,10 +14,16 @@ from strandline.spark.session import session_builder
 from strandline.spark.standalone import StandaloneCluster
 
 
+# These brokers are never killed, so nothing waits for their sessions to expire; and a
+# Spark JVM starting beside them on two cores has starved a broker's ZooKeeper pings
+# past the 2 s default's ~0.7 s of grace (the broker then lost its session mid-request).
+SESSION_TIMEOUT = {"zookeeper_session_timeout_ms": 8000}
+
+
 @pytest.fixture
 def bootstrap(cluster_factory: Any) -> str:
     """A one-broker Strandline cluster (real ZooKeeper, broker process) per test."""
-    return str(cluster_factory(brokers=1).bootstrap)
+    return str(cluster_factory(brokers=1, **SESSION_TIMEOUT).bootstrap)
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +43,7 @@ def spark() -> Iterator[SparkSession]:
 @pytest.fixture
 def project_cluster_bootstrap(request: pytest.FixtureRequest) -> str:
     """A one-broker Strandline cluster: for what Tansu lacks (DeleteRecords, retention)."""
-    cluster = request.getfixturevalue("cluster_factory")(brokers=1)
+    cluster = request.getfixturevalue("cluster_factory")(brokers=1, **SESSION_TIMEOUT)
     return str(cluster.bootstrap)
 
 
