@@ -13,7 +13,6 @@ from strandline.spark import register
 from strandline.spark.session import session_builder
 from strandline.spark.standalone import StandaloneCluster
 
-
 # These brokers are never killed, so nothing waits for their sessions to expire; and a
 # Spark JVM starting beside them on two cores has starved a broker's ZooKeeper pings
 # past the 2 s default's ~0.7 s of grace (the broker then lost its session mid-request).
