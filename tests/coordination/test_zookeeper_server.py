@@ -26,7 +26,7 @@ def test_session_zookeeper_answers_four_letter_words(zookeeper: ZooKeeperServer)
         "clientPortAddress=127.0.0.1",
         "admin.enableServer=false",
         "minSessionTimeout=200",
-        "maxSessionTimeout=4000",
+        "maxSessionTimeout=10000",
         "4lw.commands.whitelist=srvr,ruok,stat",
     ):
         assert line in cfg
