@@ -41,11 +41,10 @@ lock:
 demo: setup
 	$(VENV)/bin/strandline demo
 
-# Every tier. TEST_WORKERS=3 spreads modules over xdist workers (a module stays on one
-# worker, loadfile, so its fixtures are built once): 12.6 min instead of ~35 on two
-# cores. CI still runs one test at a time until such runs pass three times in a row
-# (at 3 and 4 workers, a few timing-sensitive tests still failed under the load).
-TEST_WORKERS ?= 0
+# Every tier, spread over TEST_WORKERS pytest-xdist workers (a module stays on one worker,
+# loadfile, so its fixtures are built once): ~13 min on two cores, ~25 one test at a time
+# (TEST_WORKERS=0). The suite is CPU-bound there, so more workers do not help.
+TEST_WORKERS ?= 3
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 

@@ -13,6 +13,7 @@ it as leader or follower, i.e. once a quorum has formed.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -54,12 +55,39 @@ class ZooKeeperUnavailableError(RuntimeError):
     """java or the ZooKeeper jars are missing, or the server did not come up."""
 
 
-def free_port() -> int:
-    """An ephemeral loopback port the OS considers free right now."""
+# Ports for our servers come from below the kernel's ephemeral range: a port picked there
+# cannot be taken, between the pick and the server's bind, by the source port of some
+# client's outgoing connection (seen in CI: a broker's port taken by a test's client).
+_LISTEN_PORTS_FROM = 10_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_pick = random.SystemRandom()  # not `random`: test plugins reseed it the same in every worker
+
+
+def port_free(port: int, host: str = LOOPBACK) -> bool:
+    """Whether a server could bind `host:port` right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A port free on `host` right now, outside the range outgoing connections draw from."""
+    try:
+        ephemeral_low = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32_768  # Linux's default
+    if ephemeral_low - _LISTEN_PORTS_FROM >= 1_000:
+        for _ in range(100):
+            port = _pick.randrange(_LISTEN_PORTS_FROM, ephemeral_low)
+            if port_free(port, host):
+                return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # let the kernel choose
+        sock.bind((host, 0))
+        chosen: int = sock.getsockname()[1]
+        return chosen
 
 
 def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> str:

@@ -36,7 +36,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -58,6 +57,7 @@ from strandline.coordination.zookeeper_server import (
     ZooKeeperUnavailableError,
     free_port,
     kill_process_group,
+    port_free,
     process_group_alive,
     server_mode,
 )
@@ -341,7 +341,7 @@ class LocalCluster:
                         metrics_port = metrics_port_base + broker_id - 1
                     else:
                         old = previous_metrics.get(broker_id)
-                        metrics_port = old if old is not None and _port_free(old) else free_port()
+                        metrics_port = old if old is not None and port_free(old) else free_port()
                     broker = BrokerProcess(broker_id, free_port(), metrics_port=metrics_port)
                 broker.host_name = host_name
                 if (broker_overrides or {}).get("metrics.port") in ("", "0"):
@@ -1150,12 +1150,3 @@ def _recorded_metrics_ports(cluster_file: Path) -> dict[int, int]:
         }
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True

@@ -182,8 +182,7 @@ def _topic_name_for_id(topic_id: uuid.UUID | None, topic_names: Mapping[uuid.UUI
         return topic_names[key]
     except KeyError:
         raise InvalidRequestError(
-            f"LeaderAndIsr response names unknown topic id {key}; "
-            "the request did not name it"
+            f"LeaderAndIsr response names unknown topic id {key}; the request did not name it"
         ) from None
 
 

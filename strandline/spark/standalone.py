@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+
+from strandline.coordination.zookeeper_server import free_port
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -37,12 +38,6 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 class StandaloneCluster:
     def __init__(
         self,
@@ -55,8 +50,8 @@ class StandaloneCluster:
         self.workers = workers
         self.cores_per_worker = cores_per_worker
         self.memory_per_worker = memory_per_worker
-        self.port = free_port()
-        self.webui_port = free_port()
+        self.port = free_port(HOST)
+        self.webui_port = free_port(HOST)
         self._procs: list[subprocess.Popen[bytes]] = []
 
     @property
@@ -105,7 +100,7 @@ class StandaloneCluster:
                     [WORKER_CLASS, self.master_url, "--host", HOST]
                     + ["--cores", str(self.cores_per_worker)]
                     + ["--memory", self.memory_per_worker]
-                    + ["--webui-port", str(free_port()), "--work-dir", str(worker_dir)],
+                    + ["--webui-port", str(free_port(HOST)), "--work-dir", str(worker_dir)],
                 )
             self.wait_for_workers(START_TIMEOUT_S)
         except BaseException:

@@ -1,0 +1,24 @@
+"""Ports for our servers come from outside the kernel's ephemeral range."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from strandline.coordination.zookeeper_server import free_port, port_free
+
+
+def test_free_port_is_bindable_and_below_the_ephemeral_range() -> None:
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert len(ports) > 1  # drawn, not a fixed port
+    for port in ports:
+        assert 10_000 <= port < ephemeral_low
+        assert port_free(port)
+
+
+def test_port_free_sees_a_listening_port() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        assert not port_free(taken.getsockname()[1])
