@@ -64,7 +64,8 @@ def test_a_new_cluster_in_the_same_directory_keeps_the_metrics_ports(tmp_path: P
     import json
     import socket
 
-    from strandline.launcher.local_cluster import _port_free, _recorded_metrics_ports
+    from strandline.coordination.zookeeper_server import port_free
+    from strandline.launcher.local_cluster import _recorded_metrics_ports
 
     recorded = tmp_path / "cluster.json"
     recorded.write_text(
@@ -75,4 +76,4 @@ def test_a_new_cluster_in_the_same_directory_keeps_the_metrics_ports(tmp_path: P
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        assert not _port_free(taken.getsockname()[1])
+        assert not port_free(taken.getsockname()[1])
