@@ -14,4 +14,3 @@ def test_free_port_is_bindable_and_below_the_ephemeral_range() -> None:
     for port in ports:
         assert 10_000 <= port < ephemeral_low
         assert port_free(port)
-
