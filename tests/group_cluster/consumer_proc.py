@@ -105,14 +105,18 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, out: TextIO, delay:
     # topic's metadata arrived after its first (empty) assignment, and its JoinGroup +
     # SyncGroup outlast one poll(), its own new assignment clears the only reason it had
     # to rejoin, so later polls never collect the finished join. Heartbeats stay off, the
-    # member is evicted and never returns. Knowing the topic before subscribing takes
-    # away that reason (the broker answered every request; seen in its logs).
+    # member is evicted and never returns. The leader's "metadata snapshot" of its
+    # subscribed topics is rebuilt only when a Metadata response arrives *after*
+    # subscribe(): knowing the topic beforehand is not enough (a leader assigned from an
+    # empty snapshot and was stranded so in a parallel run). So: know the topic, subscribe,
+    # then wait for one more Metadata response (`topics()` always asks) before joining.
     deadline = time.monotonic() + 30
     while not consumer.partitions_for_topic(topic):
         if time.monotonic() > deadline:
             raise SystemExit(f"no metadata for {topic}")
         time.sleep(0.05)
     consumer.subscribe([topic], listener=Listener())
+    consumer.topics()
     while not stopping:
         polled = consumer.poll(timeout_ms=200)
         nexts: dict[int, int] = {}
