@@ -8,13 +8,13 @@ the result, so the client's next request finds it (DelayedCreatePartitions).
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
 from dataclasses import dataclass
 
 from strandline.controller.assignment import assign_replicas_to_brokers
 from strandline.coordination.zk_client import ZkClient
+from strandline.coordination.zk_retry import zk_request
 from strandline.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -105,14 +105,14 @@ class TopicAdmin:
             self._check_manual_assignment(assignment, expected_from=0)
             num_partitions = len(assignment)
             replication_factor = len(next(iter(assignment.values())))
-        if name in await asyncio.to_thread(self.zk.get_topics_marked_for_deletion):
+        if name in await zk_request(self.zk.get_topics_marked_for_deletion):
             # Kafka's answer too: the name is taken until every old replica is deleted.
             raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
-        if await asyncio.to_thread(self.zk.get_topic_assignment, name) is not None:
+        if await zk_request(self.zk.get_topic_assignment, name) is not None:
             raise TopicExistsError(f"topic {name!r} already exists")
         topic_id = None
         if not validate_only:
-            topic_id = await asyncio.to_thread(self.zk.create_topic, name, assignment, configs)
+            topic_id = await zk_request(self.zk.create_topic, name, assignment, configs)
             await self._await_partitions(name, num_partitions, timeout_s)
         return CreatedTopic(name, num_partitions, replication_factor, topic_id)
 
@@ -147,9 +147,9 @@ class TopicAdmin:
     async def delete_topic(self, name: str, timeout_s: float = 30.0) -> None:
         if not self.config.delete_topic_enable:
             raise InvalidRequestError("topic deletion is disabled (delete.topic.enable=false)")
-        if await asyncio.to_thread(self.zk.get_topic_assignment, name) is None:
+        if await zk_request(self.zk.get_topic_assignment, name) is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-        await asyncio.to_thread(self.zk.mark_topic_for_deletion, name)
+        await zk_request(self.zk.mark_topic_for_deletion, name)
         await self.metadata_purgatory.wait(
             [name], lambda _key: not self.metadata_cache.has_topic(name), timeout_s
         )
@@ -162,7 +162,7 @@ class TopicAdmin:
         validate_only: bool,
         timeout_s: float = 30.0,
     ) -> None:
-        current = await asyncio.to_thread(self.zk.get_topic_assignment, name)
+        current = await zk_request(self.zk.get_topic_assignment, name)
         if current is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         existing = len(current)
@@ -190,9 +190,9 @@ class TopicAdmin:
             )
         if validate_only:
             return
-        await asyncio.to_thread(self.zk.set_topic_assignment, name, {**current, **added})
+        await zk_request(self.zk.set_topic_assignment, name, {**current, **added})
         await self._await_partitions(name, count, timeout_s)
 
     async def alter_topic_config(self, name: str, configs: dict[str, str]) -> None:
         self.validate_configs(configs)
-        await asyncio.to_thread(self.zk.set_topic_config, name, configs)
+        await zk_request(self.zk.set_topic_config, name, configs)

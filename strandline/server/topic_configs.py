@@ -11,12 +11,12 @@ server.properties; the BROKER resource of the same APIs reads and edits those.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from strandline.config_catalog import TOPIC_CONFIGS, TOPIC_NO_EFFECT, documentation
 from strandline.coordination.zk_client import ZkClient
+from strandline.coordination.zk_retry import zk_request
 from strandline.errors import InvalidConfigError, InvalidRequestError, UnknownTopicOrPartitionError
 from strandline.server.broker_configs import (
     BROKER_KEYS_BY_NAME,
@@ -118,13 +118,13 @@ class TopicConfigs:
         return LogConfig.from_props(self.overrides(topic), base=self._default, strict=False)
 
     async def describe_topic(self, topic: str) -> list[ConfigEntry]:
-        if await asyncio.to_thread(self.zk.get_topic_assignment, topic) is None:
+        if await zk_request(self.zk.get_topic_assignment, topic) is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        overrides = await asyncio.to_thread(self.zk.get_topic_config, topic) or {}
+        overrides = await zk_request(self.zk.get_topic_config, topic) or {}
         self._overrides[topic] = overrides
         # Read now rather than taken from memory: the change notification of a broker
         # default altered through another broker may still be on its way here.
-        layers = await asyncio.to_thread(self.brokers.fetch)
+        layers = await zk_request(self.brokers.fetch)
         base = layers.log_config()
         effective = LogConfig.from_props(overrides, base=base, strict=False).to_props()
         kafka_defaults = LogConfig().to_props()
@@ -172,7 +172,7 @@ class TopicConfigs:
 
     async def describe_broker(self, name: str) -> list[ConfigEntry]:
         entity = self.brokers.entity_of(name)
-        layers = await asyncio.to_thread(self.brokers.fetch)
+        layers = await zk_request(self.brokers.fetch)
         return [
             ConfigEntry(
                 e.name,
@@ -199,7 +199,7 @@ class TopicConfigs:
         self, name: str, ops: list[AlterOp], validate_only: bool
     ) -> None:
         entity = self.brokers.entity_of(name)
-        current = dict(await asyncio.to_thread(self.zk.get_broker_config, entity))
+        current = dict(await zk_request(self.zk.get_broker_config, entity))
         for op in ops:
             if op.operation == OP_SET:
                 if op.value is None:
@@ -225,11 +225,11 @@ class TopicConfigs:
     async def _store_broker(self, entity: str, config: dict[str, str], validate_only: bool) -> None:
         if validate_only:
             return
-        await asyncio.to_thread(self.zk.set_broker_config, entity, config)
+        await zk_request(self.zk.set_broker_config, entity, config)
         # Our own describes see it at once; the logs get it from the change notification,
         # which every broker, this one included, acts on.
         if self.brokers.concerns_me(entity):
-            self._apply_broker_layers(await asyncio.to_thread(self.brokers.reload))
+            self._apply_broker_layers(await zk_request(self.brokers.reload))
 
     async def alter(self, topic: str, configs: dict[str, str], validate_only: bool) -> None:
         """AlterConfigs, the older API: `configs` replace every override of the topic
@@ -241,7 +241,7 @@ class TopicConfigs:
 
     async def incremental_alter(self, topic: str, ops: list[AlterOp], validate_only: bool) -> None:
         await self._require_topic(topic)
-        current = dict(await asyncio.to_thread(self.zk.get_topic_config, topic) or {})
+        current = dict(await zk_request(self.zk.get_topic_config, topic) or {})
         for op in ops:
             _check_key(op.name)
             if op.operation == OP_SET:
@@ -261,14 +261,14 @@ class TopicConfigs:
         await self._store(topic, current, validate_only)
 
     async def _require_topic(self, topic: str) -> None:
-        if await asyncio.to_thread(self.zk.get_topic_assignment, topic) is None:
+        if await zk_request(self.zk.get_topic_assignment, topic) is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
 
     async def _store(self, topic: str, overrides: dict[str, str], validate_only: bool) -> None:
         LogConfig.from_props(overrides)  # raises InvalidConfigError naming the bad key
         if validate_only:
             return
-        await asyncio.to_thread(self.zk.set_topic_config, topic, overrides)
+        await zk_request(self.zk.set_topic_config, topic, overrides)
         self.reload(topic)
 
 

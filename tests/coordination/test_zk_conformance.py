@@ -60,7 +60,8 @@ class Impl:
             time.sleep(0.01)
 
 
-@pytest.fixture(params=["real", "sim"])
+# The real half runs on a ZooKeeper server, so it is in the cluster tier.
+@pytest.fixture(params=[pytest.param("real", marks=pytest.mark.cluster), "sim"])
 def impl(request: pytest.FixtureRequest) -> Iterator[Impl]:
     if request.param == "real":
         connect: str = request.getfixturevalue("zk_connect")

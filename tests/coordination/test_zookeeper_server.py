@@ -32,6 +32,7 @@ def test_session_zookeeper_answers_four_letter_words(zookeeper: ZooKeeperServer)
         assert line in cfg
 
 
+@pytest.mark.cluster  # starts a JVM
 def test_context_manager_starts_and_kills_the_jvm(tmp_path: Path) -> None:
     with ZooKeeperServer(tmp_path / "zk", tick_time_ms=100) as server:
         pid = server.pid
@@ -43,6 +44,7 @@ def test_context_manager_starts_and_kills_the_jvm(tmp_path: Path) -> None:
     assert server.pid is None
 
 
+@pytest.mark.cluster  # starts a JVM
 def test_temporary_data_dir_is_removed(tmp_path: Path) -> None:
     server = ZooKeeperServer(tick_time_ms=100).start()
     data_dir = server.data_dir

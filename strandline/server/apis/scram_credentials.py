@@ -10,7 +10,6 @@ CredentialCache rereads it.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from strandline.coordination.zk_retry import zk_request
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
@@ -137,7 +137,7 @@ async def describe_user_scram_credentials(
     error, message, results = ErrorCode.none, None, []
     try:
         require_cluster(ctx, AclOperation.DESCRIBE)
-        results = await asyncio.to_thread(describe_scram_credentials, ctx.topic_configs.zk, users)
+        results = await zk_request(describe_scram_credentials, ctx.topic_configs.zk, users)
     except KafkaError as e:
         error, message = e.code, str(e)
     except Exception as e:  # noqa: BLE001 - e.g. ZooKeeper unreachable: a top-level error
@@ -288,14 +288,14 @@ async def alter_user_scram_credentials(
             for n in names
         ]
     else:
-        results = await asyncio.to_thread(alter_scram_credentials, zk, upsertions, deletions)
+        results = await zk_request(alter_scram_credentials, zk, upsertions, deletions)
     credentials = broker_credentials(ctx)
     if credentials is not None:
         # The change notification will do it too; this broker answers its own
         # client's next login with the new credential at once.
         altered = [r.user for r in results if r.error_code == ErrorCode.none]
         for user in altered:
-            await asyncio.to_thread(credentials.refresh_user, zk, user)
+            await zk_request(credentials.refresh_user, zk, user)
     result_cls = response_class(ALTER_USER_SCRAM_CREDENTIALS, v, "AlterUserScramCredentialsResult")
     return build(
         response_class(ALTER_USER_SCRAM_CREDENTIALS, v, "AlterUserScramCredentialsResponse"),

@@ -1,0 +1,97 @@
+"""Admin requests made for a client wait out a dropped ZooKeeper connection
+(KafkaZkClient.retryRequestsUntilConnected), on a real ZooKeeper that we freeze."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from kazoo.exceptions import ConnectionLoss
+from kazoo.protocol.connection import _CONNECTION_DROP
+from kazoo.protocol.states import KazooState
+
+from strandline.coordination.zk_client import ZkClient
+from strandline.coordination.zk_retry import until_connected
+from strandline.coordination.zookeeper_server import ZooKeeperServer
+
+pytestmark = pytest.mark.cluster  # a ZooKeeper server of its own
+
+SESSION_TIMEOUT_MS = 9000
+
+
+@pytest.fixture
+def frozen_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper of this test's own: freezing the session one would stall every
+    cluster of this worker."""
+    server = ZooKeeperServer(tmp_path / "zk", tick_time_ms=100, max_session_timeout_ms=10000)
+    server.start()
+    yield server
+    if server.pid is not None:
+        os.kill(server.pid, signal.SIGCONT)
+    server.stop()
+
+
+def _during_a_dropped_connection(
+    server: ZooKeeperServer, zk: ZkClient, call: Callable[[], object]
+) -> object:
+    """Run `call()` while its request loses the connection: freeze the server (SIGSTOP)
+    so no reply comes, wait for the request to be sent, drop the connection as kazoo's
+    own test harness does, thaw the server once kazoo has seen the drop (SUSPENDED).
+    Returns what `call()` returned, or the ConnectionLoss it raised."""
+    suspended = threading.Event()
+
+    def on_state(state: KazooState) -> None:
+        if state == KazooState.SUSPENDED:
+            suspended.set()
+
+    deadline = time.monotonic() + 10
+    while not zk.kazoo.connected:  # back from an earlier drop
+        assert time.monotonic() < deadline, "kazoo never reconnected"
+        time.sleep(0.01)
+    zk.add_state_listener(on_state)
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+    with ThreadPoolExecutor(1) as pool:
+        outcome = pool.submit(call)
+        try:
+            while not zk.kazoo._pending:  # sent, awaiting the reply that cannot come
+                assert time.monotonic() < deadline, "the request was never sent"
+                time.sleep(0.005)
+            zk.kazoo._call(_CONNECTION_DROP, zk.kazoo.handler.async_result())
+            assert suspended.wait(10), "kazoo never saw the connection drop"
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        try:
+            return outcome.result(timeout=30)
+        except ConnectionLoss as e:
+            return e
+        finally:
+            zk.kazoo.remove_listener(on_state)
+
+
+def test_a_config_write_waits_out_a_dropped_connection(
+    frozen_zookeeper: ZooKeeperServer,
+) -> None:
+    connect = frozen_zookeeper.connect_string + "/app"
+    with ZkClient(connect, session_timeout_ms=SESSION_TIMEOUT_MS).connect() as zk:
+        session = zk.session_id
+        # The fault is real: sent alone, the write loses its connection.
+        bare = _during_a_dropped_connection(
+            frozen_zookeeper, zk, lambda: zk.set_topic_config("t", {"retention.ms": "1"})
+        )
+        assert isinstance(bare, ConnectionLoss)
+
+        retried = _during_a_dropped_connection(
+            frozen_zookeeper,
+            zk,
+            lambda: until_connected(zk.set_topic_config, "t", {"retention.ms": "2"}),
+        )
+        assert retried is None, f"the retried write failed: {retried!r}"
+        assert zk.get_topic_config("t") == {"retention.ms": "2"}
+        assert zk.session_id == session  # the same session, reconnected: not a new one
