@@ -41,11 +41,10 @@ lock:
 demo: setup
 	$(VENV)/bin/strandline demo
 
-# Every tier. TEST_WORKERS=3 spreads modules over pytest-xdist workers (a module stays on
-# one worker, loadfile, so its fixtures are built once): ~12 min on two cores instead of
-# ~25. CI runs one test at a time until the tests that still fail under that load are
-# fixed (a 2 s ZooKeeper session dropping mid-request; see docs/architecture.md).
-TEST_WORKERS ?= 0
+# Every tier, its modules spread over three pytest-xdist workers (a module stays on one
+# worker, loadfile, so its fixtures are built once): ~12 min on two cores instead of ~25
+# one test at a time (TEST_WORKERS=0).
+TEST_WORKERS ?= 3
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 

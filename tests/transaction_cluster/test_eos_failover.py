@@ -35,6 +35,7 @@ from .support import (
 PARTITIONS = 3
 FEED_BATCH = 30
 FEED_INTERVAL_S = 0.1
+IDLE_NOTE_S = 5.0
 
 
 class Feeder(threading.Thread):
@@ -92,9 +93,14 @@ class EosLoop(threading.Thread):
         self.new_consumers = 0
         self.events: list[str] = []
         self.crashed: BaseException | None = None
+        self._since = time.monotonic()
+
+    def note(self, event: str) -> None:
+        self.events.append(f"+{time.monotonic() - self._since:.1f}s {event}")
 
     def _consumer(self) -> Consumer:
         self.new_consumers += 1
+        self.note(f"consumer {self.new_consumers}")
         c = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -112,6 +118,7 @@ class EosLoop(threading.Thread):
 
     def _producer(self) -> Producer:
         self.new_producers += 1
+        self.note(f"producer {self.new_producers}")
         p = Producer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -129,7 +136,7 @@ class EosLoop(threading.Thread):
                 return p
             except KafkaException as exc:
                 error = exc.args[0]
-                self.events.append(f"init_transactions: {error}")
+                self.note(f"init_transactions: {error}")
                 if error.fatal() or time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
@@ -143,6 +150,7 @@ class EosLoop(threading.Thread):
     def _run(self) -> None:
         consumer: Consumer | None = None
         producer: Producer | None = None
+        last_input = time.monotonic()
         while True:
             if consumer is None:
                 consumer = self._consumer()
@@ -152,20 +160,26 @@ class EosLoop(threading.Thread):
             if not messages:
                 if self.stop.is_set():
                     break
+                if time.monotonic() - last_input > IDLE_NOTE_S:
+                    # A stall shows in the events: the consumer is quiet, not failing.
+                    positions = consumer.position(consumer.assignment())
+                    self.note(f"no input for {IDLE_NOTE_S:.0f}s; positions {positions}")
+                    last_input = time.monotonic()
                 continue
+            last_input = time.monotonic()
             try:
                 self._transaction(producer, consumer, messages)
                 self.commits += 1
             except KafkaException as exc:
                 error = exc.args[0]
-                self.events.append(f"{error.name()}: {error.str()}")
+                self.note(f"{error.name()}: {error.str()}")
                 fatal = error.fatal() or not error.txn_requires_abort()
                 if not fatal:
                     try:
                         producer.abort_transaction(30)
                         self.aborts += 1
                     except KafkaException as abort_exc:
-                        self.events.append(f"abort failed: {abort_exc.args[0]}")
+                        self.note(f"abort failed: {abort_exc.args[0]}")
                         fatal = True
                 if fatal:
                     producer = None  # a new instance fences this one's epoch
@@ -195,20 +209,23 @@ class EosLoop(threading.Thread):
             except KafkaException as exc:
                 if not exc.args[0].retriable() or attempt == 9:
                     raise
-                self.events.append(f"commit retried: {exc.args[0]}")
+                self.note(f"commit retried: {exc.args[0]}")
 
 
 def _kill_and_restart(
-    cluster: LocalCluster, broker: int, moved: Callable[[], bool], what: str
+    cluster: LocalCluster, broker: int, moved: Callable[[], bool], what: str, loop: EosLoop
 ) -> None:
+    loop.note(f"kill broker {broker} ({what})")
     cluster.kill(broker, "KILL")
     wait_until(f"{what} to move off broker {broker}", moved, timeout_s=30)
+    loop.note(f"{what} moved; restart broker {broker}")
     cluster.start(broker)
     wait_until(
         f"broker {broker} back in the ISR of every partition",
         lambda: all(broker in p.isr for p in cluster.status().partitions),
         timeout_s=45,
     )
+    loop.note(f"broker {broker} back in every ISR")
 
 
 def _leader(cluster: LocalCluster, topic: str, partition: int) -> int:
@@ -239,22 +256,36 @@ def test_consume_transform_produce_exactly_once_through_kills(cluster_factory) -
     try:
 
         def progressed(commits: int) -> None:
-            wait_until(
-                f"the loop to commit {commits} transactions",
-                lambda: loop.commits >= commits or loop.crashed,
-                timeout_s=60,
-            )
+            try:
+                wait_until(
+                    f"the loop to commit {commits} transactions",
+                    lambda: loop.commits >= commits or loop.crashed,
+                    timeout_s=60,
+                )
+            except AssertionError as e:
+                raise AssertionError(
+                    f"{e}; the feeder sent {feeder.sent}, errors {feeder.errors[:3]}; "
+                    f"the loop's last events: {loop.events[-8:]}"
+                ) from e
             assert loop.crashed is None, loop.crashed
 
         progressed(5)
         leader = _leader(cluster, inp, 0)
         _kill_and_restart(
-            cluster, leader, lambda: _leader(cluster, inp, 0) != leader, f"{inp}-0's leadership"
+            cluster,
+            leader,
+            lambda: _leader(cluster, inp, 0) != leader,
+            f"{inp}-0's leadership",
+            loop,
         )
         progressed(loop.commits + 5)
         leader = _leader(cluster, out, 0)
         _kill_and_restart(
-            cluster, leader, lambda: _leader(cluster, out, 0) != leader, f"{out}-0's leadership"
+            cluster,
+            leader,
+            lambda: _leader(cluster, out, 0) != leader,
+            f"{out}-0's leadership",
+            loop,
         )
         progressed(loop.commits + 5)
         coordinator = find_txn_coordinator(cluster, txn_id)
@@ -263,6 +294,7 @@ def test_consume_transform_produce_exactly_once_through_kills(cluster_factory) -
             coordinator,
             lambda: find_txn_coordinator(cluster, txn_id) != coordinator,
             f"the transaction coordinator of {txn_id}",
+            loop,
         )
         progressed(loop.commits + 5)
     finally:
