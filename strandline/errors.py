@@ -129,3 +129,7 @@ class GroupAuthorizationFailedError(KafkaError):
 
 class ClusterAuthorizationFailedError(KafkaError):
     code = ErrorCode.cluster_authorization_failed
+
+
+class RequestTimedOutError(KafkaError):
+    code = ErrorCode.request_timed_out

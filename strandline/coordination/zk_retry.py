@@ -2,10 +2,12 @@
 
 Kafka's KafkaZkClient sends every request through `retryRequestsUntilConnected`: a
 CONNECTIONLOSS is not the client's problem, the request is sent again once the session
-is back. We do that for the admin requests a broker makes while a client waits (create
-topics, alter configs, ACLs, SCRAM credentials): a ZooKeeper connection that drops for
-a moment (a missed ping on a loaded host) must not turn into a failed CreateTopics or
-IncrementalAlterConfigs. kazoo's `KazooRetry` does the waiting.
+is back. We do that for the admin requests a broker makes while a client waits (topics,
+configs, SCRAM credentials through `zk_request`; ACLs per resource pattern inside
+`security/acl_cache.py`): a ZooKeeper connection that drops for a moment (a missed ping
+on a loaded host) must not turn into a failed CreateTopics or IncrementalAlterConfigs.
+kazoo's `KazooRetry` does the waiting. Past the deadline the client gets
+REQUEST_TIMED_OUT for that resource, and its connection stays open.
 
 The controller's fenced writes and the leader's ISR write do not come here: they read
 back after a ConnectionLoss (the write may have been applied) and the controller
@@ -24,8 +26,9 @@ import asyncio
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from kazoo.exceptions import ConnectionLoss
 from kazoo.retry import KazooRetry, RetryFailedError
+
+from strandline.errors import RequestTimedOutError
 
 __all__ = ["RETRY_DEADLINE_S", "until_connected", "zk_request"]
 
@@ -46,13 +49,14 @@ _UNTIL_CONNECTED = KazooRetry(
 
 def until_connected(request: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Call `request` until it completes without losing its connection (blocking).
-    Past the deadline the last ConnectionLoss is raised, as the request alone would."""
+    Past the deadline: RequestTimedOutError, which the API answers as REQUEST_TIMED_OUT
+    (retriable for the client) on a connection that stays open."""
     retry = _UNTIL_CONNECTED.copy()  # a KazooRetry counts its attempts: one per call
     try:
         return retry(request, *args, **kwargs)
     except RetryFailedError as e:
-        raise ConnectionLoss(
-            f"no ZooKeeper connection for {RETRY_DEADLINE_S:.0f}s; gave up retrying"
+        raise RequestTimedOutError(
+            f"ZooKeeper unreachable for {retry.deadline:.0f}s; the request was not completed"
         ) from e
 
 

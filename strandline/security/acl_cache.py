@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from strandline.coordination.zk_client import ZkClient
+from strandline.coordination.zk_retry import until_connected
 from strandline.security import acl_znodes
 from strandline.security.acl import (
     AccessControlEntry,
@@ -165,7 +166,7 @@ class AclCache:
             for pattern, indexes in by_pattern.items():
                 entries = [bindings[i].entry for i in indexes]
                 try:
-                    after = self.store.add_acls(pattern, entries)
+                    after = until_connected(self.store.add_acls, pattern, entries)
                 except Exception as e:  # noqa: BLE001 - reported per binding
                     for i in indexes:
                         results[i] = e
@@ -184,7 +185,7 @@ class AclCache:
             if not all(f.pattern_filter.matches_at_most_one for f in filters):
                 # Read the store itself, not this broker's cache, so an ACL written
                 # through another broker a moment ago is deleted too.
-                candidates.update(self.store.list_acl_patterns())
+                candidates.update(until_connected(self.store.list_acl_patterns))
                 candidates.update(self.authorizer.patterns())
             for f in filters:
                 candidates |= _patterns_of(f.pattern_filter)
@@ -202,8 +203,8 @@ class AclCache:
                     return None
 
                 try:
-                    removed, after = self.store.remove_acls(
-                        pattern, lambda e: first_filter(e) is not None
+                    removed, after = until_connected(
+                        self.store.remove_acls, pattern, lambda e: first_filter(e) is not None
                     )
                 except Exception as e:  # noqa: BLE001 - reported per binding
                     for entry in sorted(self.authorizer.entries(pattern), key=_entry_order):

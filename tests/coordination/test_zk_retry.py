@@ -12,15 +12,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from kazoo.exceptions import ConnectionLoss
+from kazoo.exceptions import ConnectionLoss, NoNodeError
 from kazoo.protocol.connection import _CONNECTION_DROP
 from kazoo.protocol.states import KazooState
+from kazoo.retry import KazooRetry
 
+from strandline.coordination import zk_retry
 from strandline.coordination.zk_client import ZkClient
 from strandline.coordination.zk_retry import until_connected
 from strandline.coordination.zookeeper_server import ZooKeeperServer
-
-pytestmark = pytest.mark.cluster  # a ZooKeeper server of its own
+from strandline.errors import RequestTimedOutError
 
 SESSION_TIMEOUT_MS = 9000
 
@@ -75,6 +76,7 @@ def _during_a_dropped_connection(
             zk.kazoo.remove_listener(on_state)
 
 
+@pytest.mark.cluster  # a ZooKeeper server of its own
 def test_a_config_write_waits_out_a_dropped_connection(
     frozen_zookeeper: ZooKeeperServer,
 ) -> None:
@@ -95,3 +97,33 @@ def test_a_config_write_waits_out_a_dropped_connection(
         assert retried is None, f"the retried write failed: {retried!r}"
         assert zk.get_topic_config("t") == {"retention.ms": "2"}
         assert zk.session_id == session  # the same session, reconnected: not a new one
+
+
+def _failing(times: int, error: Exception) -> Callable[[], str]:
+    calls = []
+
+    def request() -> str:
+        calls.append(1)
+        if len(calls) <= times:
+            raise error
+        return f"answered on attempt {len(calls)}"
+
+    return request
+
+
+def test_losses_are_retried_and_other_errors_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zk_retry, "_UNTIL_CONNECTED", KazooRetry(max_tries=-1, delay=0.001))
+    assert until_connected(_failing(3, ConnectionLoss())) == "answered on attempt 4"
+    with pytest.raises(NoNodeError):  # ZooKeeper's answer, for the caller to handle
+        until_connected(_failing(1, NoNodeError()))
+
+
+def test_past_the_deadline_the_client_gets_request_timed_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        zk_retry, "_UNTIL_CONNECTED", KazooRetry(max_tries=-1, delay=0.01, deadline=0.1)
+    )
+    with pytest.raises(RequestTimedOutError, match="ZooKeeper unreachable") as raised:
+        until_connected(_failing(10**6, ConnectionLoss()))
+    assert raised.value.code.name == "request_timed_out"

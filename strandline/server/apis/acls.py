@@ -13,12 +13,12 @@ announce the change to every broker.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from strandline.coordination.zk_retry import zk_request
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
 from strandline.security.acl import (
@@ -211,7 +211,7 @@ async def create_acls(ctx: BrokerContext, header: RequestHeader, request: Any) -
                 slots.append(len(valid) - 1)
             except InvalidAcl as e:
                 slots.append(e)
-        written = await zk_request(_store(ctx).create_acls, valid) if valid else []
+        written = await asyncio.to_thread(_store(ctx).create_acls, valid) if valid else []
         for slot in slots:
             failure = slot if isinstance(slot, Exception) else written[slot]
             outcomes.append((ErrorCode.none, None) if failure is None else _error(failure))
@@ -245,7 +245,7 @@ async def delete_acls(ctx: BrokerContext, header: RequestHeader, request: Any) -
                 slots.append(len(valid) - 1)
             except InvalidAcl as e:
                 slots.append(e)
-        deleted = await zk_request(_store(ctx).delete_acls, valid) if valid else []
+        deleted = await asyncio.to_thread(_store(ctx).delete_acls, valid) if valid else []
         for slot in slots:
             if isinstance(slot, InvalidAcl):
                 results.append(

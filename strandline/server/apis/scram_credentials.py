@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from strandline.coordination.zk_retry import zk_request
+from strandline.coordination.zk_retry import until_connected, zk_request
 from strandline.errors import KafkaError
 from strandline.protocol.codec import RequestHeader
 from strandline.protocol.messages import build, response_class
@@ -253,7 +253,7 @@ def alter_scram_credentials(
                     assert mechanism is not None
                     credential = mechanism.credential(u.salt, u.salted_password, u.iterations)
                     changes[mechanism.name] = credential.format()
-            store.alter_user_scram_credentials(user, changes)
+            until_connected(store.alter_user_scram_credentials, user, changes)
         except Exception as e:  # noqa: BLE001 - reported per user, as Kafka does
             results.append(UserResult(user, ErrorCode.unknown_server_error, str(e) or repr(e)))
         else:
