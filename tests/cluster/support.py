@@ -25,16 +25,27 @@ def partition_status(cluster: LocalCluster, tp: TopicPartition) -> PartitionInfo
     return found
 
 
-def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **config: str) -> None:
+def create_topic(
+    cluster: LocalCluster,
+    name: str,
+    partitions: int,
+    rf: int,
+    *,
+    assignment: list[list[int]] | None = None,
+    **config: str,
+) -> None:
+    """Create and wait for leaders; `assignment` (partition -> replicas, preferred leader
+    first) places the replicas instead of the broker."""
+    settings = {k.replace("_", "."): v for k, v in config.items()}
+    if assignment is not None:
+        assert len(assignment) == partitions and {len(r) for r in assignment} == {rf}
+        topic = NewTopic(
+            name, num_partitions=partitions, replica_assignment=assignment, config=settings
+        )
+    else:
+        topic = NewTopic(name, partitions, rf, config=settings)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    futures = admin.create_topics(
-        [
-            NewTopic(
-                name, partitions, rf, config={k.replace("_", "."): v for k, v in config.items()}
-            )
-        ],
-        operation_timeout=20,
-    )
+    futures = admin.create_topics([topic], operation_timeout=20)
     futures[name].result(30)
     wait_until(
         f"{name} to have leaders everywhere",

@@ -42,6 +42,7 @@ TXN_CLUSTER: dict[str, str] = {
 
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
+GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
@@ -253,13 +254,21 @@ def wire_many(host: str, port: int, requests: list[Any], timeout_s: float = 10.0
 
 
 def find_txn_coordinator(cluster: LocalCluster, transactional_id: str) -> int:
-    """The broker id FindCoordinator (key type 1) names for `transactional_id`, asking
-    each running broker in turn (a stopped or dying one may not answer)."""
+    """The broker id FindCoordinator (key type 1) names for `transactional_id`."""
+    return find_coordinator(cluster, transactional_id, TRANSACTION_KEY_TYPE)
+
+
+def find_group_coordinator(cluster: LocalCluster, group_id: str) -> int:
+    """The broker id FindCoordinator (key type 0) names for `group_id`."""
+    return find_coordinator(cluster, group_id, GROUP_KEY_TYPE)
+
+
+def find_coordinator(cluster: LocalCluster, key: str, key_type: int) -> int:
+    """The broker id FindCoordinator names for `key`, asking each running broker in turn
+    (a stopped or dying one may not answer); the first ask creates the internal topic."""
     deadline = time.monotonic() + 30
     last: Any = None
-    request = FindCoordinatorRequest(
-        key_type=i8(TRANSACTION_KEY_TYPE), coordinator_keys=(transactional_id,)
-    )
+    request = FindCoordinatorRequest(key_type=i8(key_type), coordinator_keys=(key,))
     while time.monotonic() < deadline:
         for broker_id in sorted(cluster.brokers):
             if not cluster.is_running(broker_id):
@@ -274,7 +283,7 @@ def find_txn_coordinator(cluster: LocalCluster, transactional_id: str) -> int:
             if coordinator.error_code == ErrorCode.none and coordinator.node_id >= 0:
                 return int(coordinator.node_id)
         time.sleep(0.2)
-    raise AssertionError(f"no transaction coordinator for {transactional_id!r}: {last!r}")
+    raise AssertionError(f"no coordinator (key type {key_type}) for {key!r}: {last!r}")
 
 
 RETRIABLE = frozenset(
