@@ -292,17 +292,13 @@ def _key_in(prefix: str, partition: int, partitions: int) -> str:
 
 
 def _kill_and_restart(
-    cluster: LocalCluster,
-    broker: int,
-    moved: Callable[[], bool],
-    what: str,
-    loop: EosLoop,
-    spared: int,
+    cluster: LocalCluster, locate: Callable[[], int], what: str, loop: EosLoop, spared: int
 ) -> None:
+    broker = locate()
     assert broker != spared, f"{what} is on broker {spared}, the group coordinator's"
     loop.note(f"kill broker {broker} ({what})")
     cluster.kill(broker, "KILL")
-    wait_until(f"{what} to move off broker {broker}", moved, timeout_s=30)
+    wait_until(f"{what} to move off broker {broker}", lambda: locate() != broker, timeout_s=30)
     loop.note(f"{what} moved; restart broker {broker}")
     cluster.start(broker)
     wait_until(
@@ -356,36 +352,18 @@ def test_consume_transform_produce_exactly_once_through_kills(cluster_factory) -
             assert loop.crashed is None, loop.crashed
 
         progressed(5)
-        leader = _leader(cluster, inp, 0)
-        _kill_and_restart(
-            cluster,
-            leader,
-            lambda: _leader(cluster, inp, 0) != leader,
-            f"{inp}-0's leadership",
-            loop,
-            arranged.spared,
-        )
-        progressed(loop.commits + 5)
-        leader = _leader(cluster, out, 0)
-        _kill_and_restart(
-            cluster,
-            leader,
-            lambda: _leader(cluster, out, 0) != leader,
-            f"{out}-0's leadership",
-            loop,
-            arranged.spared,
-        )
-        progressed(loop.commits + 5)
-        coordinator = find_txn_coordinator(cluster, txn_id)
-        _kill_and_restart(
-            cluster,
-            coordinator,
-            lambda: find_txn_coordinator(cluster, txn_id) != coordinator,
-            f"the transaction coordinator of {txn_id}",
-            loop,
-            arranged.spared,
-        )
-        progressed(loop.commits + 5)
+        # Each role's broker is killed in turn, found where the role is at that moment.
+        roles: list[tuple[str, Callable[[], int]]] = [
+            (f"{inp}-0's leadership", lambda: _leader(cluster, inp, 0)),
+            (f"{out}-0's leadership", lambda: _leader(cluster, out, 0)),
+            (
+                f"the transaction coordinator of {txn_id}",
+                lambda: find_txn_coordinator(cluster, txn_id),
+            ),
+        ]
+        for what, locate in roles:
+            _kill_and_restart(cluster, locate, what, loop, arranged.spared)
+            progressed(loop.commits + 5)
     finally:
         feeder.stop.set()
         feeder.join(90)
