@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +21,7 @@ from strandline.coordination.zk_client import ZkClient
 from strandline.coordination.zk_retry import until_connected
 from strandline.coordination.zookeeper_server import ZooKeeperServer
 from strandline.errors import RequestTimedOutError
+from tests.waiting import wait_until
 
 SESSION_TIMEOUT_MS = 9000
 
@@ -51,19 +51,15 @@ def _during_a_dropped_connection(
         if state == KazooState.SUSPENDED:
             suspended.set()
 
-    deadline = time.monotonic() + 10
-    while not zk.kazoo.connected:  # back from an earlier drop
-        assert time.monotonic() < deadline, "kazoo never reconnected"
-        time.sleep(0.01)
+    wait_until("kazoo to be connected (back from an earlier drop)", lambda: zk.kazoo.connected)
     zk.add_state_listener(on_state)
     assert server.pid is not None
     os.kill(server.pid, signal.SIGSTOP)
     with ThreadPoolExecutor(1) as pool:
         outcome = pool.submit(call)
         try:
-            while not zk.kazoo._pending:  # sent, awaiting the reply that cannot come
-                assert time.monotonic() < deadline, "the request was never sent"
-                time.sleep(0.005)
+            # Sent, awaiting the reply that cannot come.
+            wait_until("the request to be sent", lambda: zk.kazoo._pending, interval_s=0.005)
             zk.kazoo._call(_CONNECTION_DROP, zk.kazoo.handler.async_result())
             assert suspended.wait(10), "kazoo never saw the connection drop"
         finally:

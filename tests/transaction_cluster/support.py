@@ -21,6 +21,7 @@ from kio.static.primitive import i8, i32, i64
 
 from strandline.client.connection import KafkaConnection
 from strandline.launcher.local_cluster import LocalCluster
+from strandline.server.apis.groups import GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE
 from strandline.types import TopicPartition
 from tests.cluster.support import partition_status
 from tests.waiting import wait_until
@@ -42,8 +43,6 @@ TXN_CLUSTER: dict[str, str] = {
 
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
-GROUP_KEY_TYPE = 0
-TRANSACTION_KEY_TYPE = 1
 
 
 @dataclass(frozen=True)

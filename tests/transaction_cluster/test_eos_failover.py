@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from strandline.group.partitioning import partition_for
+from strandline.group.partitioning import OFFSETS_TOPIC, partition_for
 from strandline.launcher.local_cluster import LocalCluster
 from strandline.transaction.partitioning import TRANSACTION_STATE_TOPIC
 from strandline.types import TopicPartition
@@ -231,7 +231,6 @@ class EosLoop(threading.Thread):
                 self.note(f"commit retried: {exc.args[0]}")
 
 
-OFFSETS_TOPIC = "__consumer_offsets"
 # Both internal topics' partition counts in the transaction tests' cluster.
 INTERNAL_PARTITIONS = int(TXN_CLUSTER["offsets.topic.num.partitions"])
 assert INTERNAL_PARTITIONS == int(TXN_CLUSTER["transaction.state.log.num.partitions"])

@@ -254,6 +254,8 @@ def alter_scram_credentials(
                     credential = mechanism.credential(u.salt, u.salted_password, u.iterations)
                     changes[mechanism.name] = credential.format()
             until_connected(store.alter_user_scram_credentials, user, changes)
+        except KafkaError as e:  # REQUEST_TIMED_OUT when ZooKeeper stayed unreachable
+            results.append(UserResult(user, e.code, str(e)))
         except Exception as e:  # noqa: BLE001 - reported per user, as Kafka does
             results.append(UserResult(user, ErrorCode.unknown_server_error, str(e) or repr(e)))
         else:
